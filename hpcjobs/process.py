@@ -39,7 +39,7 @@ def run_command(
     argv: Sequence[str],
     *,
     timeout: float = DEFAULT_TIMEOUT_S,
-    input: str | None = None,  # noqa: A002 - mirrors subprocess.run
+    input: str | None = None,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     check: bool = True,

@@ -1,0 +1,201 @@
+"""The ``hpcjobs`` command line: parse options, make one library call, print.
+
+Heavy modules (pydantic, jinja2, rich, pandas, submitit) are imported inside
+the commands that need them, so ``hpcjobs --help`` stays as fast as a bare
+click application on a login node's slow shared filesystem.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from hpcjobs import __version__
+from hpcjobs.errors import ConfigError, HpcJobsError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_BAD_INPUT = 2
+EXIT_COMMAND_FAILED = 1
+EXIT_BUG = 3
+
+
+def _console(stderr: bool = True) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def _report_error(exc: HpcJobsError) -> None:
+    from rich.markup import escape
+
+    console = _console()
+    if isinstance(exc, ConfigError):
+        n = len(exc.problems)
+        console.print(f"[bold red]error:[/] {n} problem{'s' if n != 1 else ''} found")
+        for p in sorted(exc.problems, key=lambda p: (p.file or "", p.line or 0, p.column or 0)):
+            console.print(f"  [bold]{escape(p.location() or '-')}[/]: " + escape(str(p)[len(p.location()) + 2:]
+                                                                                  if p.location() else str(p)))
+    else:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}")
+
+
+def handle_errors(func: F) -> F:
+    """Turn the library's typed errors into messages and exit codes (2 input, 1 command, 3 bug)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except HpcJobsError as exc:
+            _report_error(exc)
+            sys.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.ClickException, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            import traceback
+
+            traceback.print_exc()
+            click.echo(
+                f"hpcjobs {__version__}: unexpected error ({type(exc).__name__}: {exc}). "
+                "This is a bug in hpcjobs: please report it with the traceback above.",
+                err=True,
+            )
+            sys.exit(EXIT_BUG)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="hpcjobs")
+@click.option("-v", "--verbose", count=True, help="Log scheduler commands (-v) and debug detail (-vv).")
+def main(verbose: int) -> None:
+    """hpcjobs: from an experiment YAML to jobs on Slurm and PBS clusters, and back to answers."""
+    if verbose:
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.INFO,
+                            format="%(levelname)s %(name)s: %(message)s")
+
+
+@main.command()
+@click.argument("experiment", type=click.Path(dir_okay=False))
+@click.option("--site", "site", metavar="NAME", help="Site config (name or path); default: the file's, else detected.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a key of the experiment, e.g. --set resources.gpus_per_node=2 (repeatable).")
+@click.option("-o", "--output-dir", type=click.Path(file_okay=False), help="Write the script here instead of stdout.")
+@click.option("--template-dir", multiple=True, type=click.Path(file_okay=False),
+              help="Extra template directory searched first (repeatable).")
+@handle_errors
+def render(experiment: str, site: str | None, overrides: tuple[str, ...], output_dir: str | None,
+           template_dir: tuple[str, ...]) -> None:
+    """Render the batch script for EXPERIMENT (a YAML file)."""
+    from hpcjobs.render.script import render_experiment
+
+    rendered = render_experiment(experiment, site=site, overrides=overrides, template_dirs=template_dir)
+    if output_dir:
+        from pathlib import Path
+
+        from hpcjobs.output import atomic_write_text
+
+        path = atomic_write_text(Path(output_dir) / rendered.filename, rendered.text, mode=0o755)
+        click.echo(str(path))
+    else:
+        click.echo(rendered.text, nl=False)
+
+
+@main.group()
+def site() -> None:
+    """List, show and validate site configs."""
+
+
+@site.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def site_list(as_json: bool) -> None:
+    """List the sites on the search path."""
+    from hpcjobs.config.sites import list_sites, load_site_file
+
+    rows = []
+    for entry in list_sites():
+        try:
+            cfg = load_site_file(entry.path)
+            scheduler, description, ok = cfg.scheduler, cfg.description, True
+        except ConfigError:
+            scheduler, description, ok = "?", "(invalid: run `hpcjobs site validate`)", False
+        rows.append({"name": entry.name, "scheduler": scheduler, "description": description,
+                     "path": str(entry.path), "valid": ok, "shadows": [str(p) for p in entry.shadowed]})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table("site", "scheduler", "description", "file", box=None)
+    for r in rows:
+        table.add_row(r["name"], r["scheduler"], r["description"], r["path"])
+    _console(stderr=False).print(table)
+
+
+@site.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="The validated config as JSON.")
+@handle_errors
+def site_show(name: str, as_json: bool) -> None:
+    """Show a site's scheduler, partitions and limits."""
+    from hpcjobs.config.sites import find_site, load_site_file
+    from hpcjobs.units import format_memory_human, format_walltime_slurm
+
+    path = find_site(name)
+    cfg = load_site_file(path)
+    if as_json:
+        click.echo(cfg.model_dump_json(indent=2))
+        return
+    from rich.table import Table
+
+    console = _console(stderr=False)
+    console.print(f"[bold]{cfg.name}[/] ({cfg.scheduler}) {cfg.description}\nfile: {path}")
+    if cfg.documentation:
+        console.print(f"limits from: {cfg.documentation}")
+    if cfg.partitions:
+        table = Table("partition", "max walltime", "max nodes", "cpus/node", "mem/node", "gpus/node",
+                      "gpu types", box=None)
+        for pname, p in cfg.partitions.items():
+            mark = " (default)" if pname == cfg.default_partition else ""
+            table.add_row(
+                pname + mark,
+                format_walltime_slurm(p.max_walltime) if p.max_walltime else "-",
+                str(p.max_nodes or "-"), str(p.cpus_per_node or "-"),
+                format_memory_human(p.memory_per_node) if p.memory_per_node else "-",
+                str(p.gpus_per_node), ", ".join(p.gpu_types) or "-",
+            )
+        console.print(table)
+
+
+@site.command("validate")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@handle_errors
+def site_validate(files: tuple[str, ...]) -> None:
+    """Validate site config FILES (exit 2 on any problem): schema, limits and a test render."""
+    from hpcjobs.config.site_check import check_site_files
+
+    problems = check_site_files(files)
+    for f in files:
+        if not any(p.file == f for p in problems):
+            click.echo(f"ok  {f}")
+    if problems:
+        raise ConfigError(problems)
+
+
+@main.command()
+@click.argument("kind", type=click.Choice(["experiment", "site"]))
+@handle_errors
+def schema(kind: str) -> None:
+    """Print the JSON Schema of experiment or site files (for editors and CI)."""
+    from hpcjobs.config.schemas import json_schema
+
+    click.echo(json.dumps(json_schema(kind), indent=2))

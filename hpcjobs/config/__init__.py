@@ -1,0 +1,1 @@
+"""Experiment and site configuration: YAML files, their schemas, and where they are found."""

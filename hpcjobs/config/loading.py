@@ -1,0 +1,82 @@
+"""Loading an experiment file, with ``--set key=value`` overrides from the command line."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hpcjobs.config.experiment import Experiment
+from hpcjobs.config.validation import validate_document
+from hpcjobs.config.yamlio import KeyPath, YamlDocument, parse_yaml, read_yaml
+from hpcjobs.errors import ConfigError, ConfigProblem
+
+
+def parse_override(text: str) -> tuple[KeyPath, Any]:
+    """Split ``resources.gpus_per_node=2`` into a key path and a YAML-typed value.
+
+    Raises:
+        ConfigError: No ``=``, or an empty key.
+    """
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError(ConfigProblem(
+            f"invalid override {text!r}", file="--set", expected="KEY=VALUE, e.g. resources.gpus_per_node=2"
+        ))
+    try:
+        value = parse_yaml(raw, "--set").data if raw.strip() else ""
+    except ConfigError:
+        value = raw
+    if isinstance(value, (dict, list)) or value is None:
+        value = raw if value is None else value
+    return tuple(key.split(".")), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> tuple[dict[str, Any], list[KeyPath]]:
+    """A copy of ``data`` with each ``KEY=VALUE`` override set; also returns the overridden paths.
+
+    Raises:
+        ConfigError: An override would descend into a value that is not a mapping.
+    """
+    out = copy.deepcopy(data)
+    paths: list[KeyPath] = []
+    for text in overrides:
+        path, value = parse_override(text)
+        node: Any = out
+        for i, part in enumerate(path[:-1]):
+            nxt = node.get(part) if isinstance(node, dict) else None
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                where = ".".join(str(p) for p in path[: i + 1])
+                raise ConfigError(ConfigProblem(f"{where!r} is not a mapping", file="--set", key=text))
+            node = nxt
+        node[path[-1]] = value
+        paths.append(path)
+    return out, paths
+
+
+def load_experiment(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Experiment, YamlDocument]:
+    """Read, override and validate an experiment file.
+
+    Returns:
+        The validated experiment and the parsed document (for locating later errors).
+
+    Raises:
+        ConfigError: Bad YAML, unknown keys, wrong types, bad overrides (all problems at once).
+    """
+    doc = read_yaml(path)
+    if not isinstance(doc.data, dict):
+        raise ConfigError(doc.problem((), "an experiment file must be a mapping of keys to values"))
+    data, overridden = apply_overrides(doc.data, overrides)
+    try:
+        experiment = validate_document(Experiment, doc, data)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            key = tuple((problem.key or "").split("."))
+            if any(key[: len(p)] == tuple(str(x) for x in p) for p in overridden):
+                problem.file, problem.line, problem.column = "--set", None, None
+        raise ConfigError(exc.problems) from None
+    return experiment, YamlDocument(data, doc.file, doc.positions)

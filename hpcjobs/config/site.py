@@ -1,0 +1,120 @@
+"""The site configuration schema: one YAML file per cluster, maintained by its admins."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
+
+from hpcjobs.config.types import EnvName, EnvValue, Memory, Name, OneLine, StrictModel, Walltime
+
+SchedulerName = Literal["slurm", "pbspro", "torque", "local"]
+SCHEDULERS: tuple[str, ...] = ("slurm", "pbspro", "torque", "local")
+
+
+class SiteDetection(StrictModel):
+    """How hpcjobs recognises it runs on this site's login nodes."""
+
+    cluster_names: list[str] = Field(
+        default_factory=list,
+        description="Slurm ClusterName / SLURM_CLUSTER_NAME or PBS server name values that mean this site.",
+    )
+    hostname_patterns: list[str] = Field(
+        default_factory=list, description="fnmatch patterns of login-node host names (e.g. 'login*.narval.*')."
+    )
+    environment: dict[EnvName, str] = Field(
+        default_factory=dict, description="Environment variables that must have these values (e.g. CC_CLUSTER)."
+    )
+
+
+class Partition(StrictModel):
+    """One Slurm partition or PBS/Torque queue and its limits."""
+
+    description: str = ""
+    scheduler_name: Name | None = Field(
+        None, description="The partition/queue name the scheduler knows, when it differs from this entry's key "
+        "(lets one queue appear as several entries, e.g. a queue routing to CPU and GPU nodes).",
+    )
+    max_walltime: Walltime | None = Field(None, description="Longest wall time the partition accepts.")
+    default_walltime: Walltime | None = Field(None, description="Wall time used when a job names none.")
+    max_nodes: PositiveInt | None = Field(None, description="Most nodes one job may use.")
+    cpus_per_node: PositiveInt | None = Field(None, description="Cores (schedulable CPUs) per node.")
+    memory_per_node: Memory | None = Field(None, description="Memory a job can request per node.")
+    default_memory_per_cpu: Memory | None = Field(None, description="Memory given per CPU when none is asked.")
+    gpus_per_node: NonNegativeInt = Field(0, description="GPUs per node (0 for a CPU partition).")
+    gpu_types: list[Name] = Field(default_factory=list, description="GPU models on this partition's nodes.")
+    qos: list[Name] = Field(default_factory=list, description="QoS values allowed on this partition (empty: any).")
+    exclusive: bool = Field(False, description="Jobs get whole nodes; memory requests are not sent.")
+    directives: list[OneLine] = Field(
+        default_factory=list, description="Extra directives for jobs on this partition (e.g. '--constraint=gpu')."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Partition:
+        if self.gpu_types and not self.gpus_per_node:
+            raise ValueError("gpu_types is set but gpus_per_node is 0")
+        if self.default_walltime and self.max_walltime and self.default_walltime > self.max_walltime:
+            raise ValueError("default_walltime is longer than max_walltime")
+        return self
+
+
+class SchedulerLimits(StrictModel):
+    """Scheduler-wide limits that shape how hpcjobs submits (override what the scheduler reports)."""
+
+    max_array_size: PositiveInt | None = Field(
+        None, description="Array indices must be below this (Slurm MaxArraySize, PBS max_array_size)."
+    )
+    max_submitted_jobs: PositiveInt | None = Field(
+        None, description="Jobs (array tasks count) one user may have queued or running."
+    )
+    array_throttle: PositiveInt | None = Field(None, description="Default cap on running tasks of one array.")
+
+
+class SiteConfig(StrictModel):
+    """A cluster: its scheduler, partitions and limits, and what every job script there needs."""
+
+    name: Name
+    description: str = ""
+    documentation: str | None = Field(None, description="Where the limits below come from (URL).")
+    scheduler: SchedulerName
+    template: str | None = Field(
+        None, description="Template to render with instead of the scheduler's (e.g. 'sites/mysite.sh.j2')."
+    )
+    detect: SiteDetection = Field(default_factory=SiteDetection)
+    default_partition: Name | None = None
+    partitions: dict[Name, Partition] = Field(default_factory=dict)
+    default_account: Name | None = None
+    account_required: bool = Field(False, description="Refuse jobs that name no account.")
+    accounts: list[Name] = Field(default_factory=list, description="Accounts known to be valid (empty: any).")
+    default_qos: Name | None = None
+    gpu_request: Literal["gres", "gpus-per-node"] = Field(
+        "gres", description="Slurm only: ask for GPUs with --gres=gpu[:type]:N or --gpus-per-node=[type:]N."
+    )
+    gpu_type_resource: Name | None = Field(
+        "gpu_type",
+        description="PBS only: the select-chunk resource that names the GPU model (gpu_type=a100); "
+        "null to never send one.",
+    )
+    modules: list[OneLine] = Field(default_factory=list, description="Modules loaded in every job.")
+    module_purge: bool = Field(False, description="Run 'module purge' before loading modules.")
+    environment: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Exported in every job.")
+    directives: list[OneLine] = Field(default_factory=list, description="Extra directives for every job.")
+    forbidden_directives: list[str] = Field(
+        default_factory=list,
+        description="Directive names this site must not receive (Slurm long options like 'mem', "
+        "PBS resources like 'mem'); hpcjobs omits them and refuses user directives that use them.",
+    )
+    prologue: list[str] = Field(default_factory=list, description="Shell lines run before the job's own.")
+    epilogue: list[str] = Field(default_factory=list, description="Shell lines run after the job's own.")
+    limits: SchedulerLimits = Field(default_factory=SchedulerLimits)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SiteConfig:
+        if self.default_partition is not None and self.default_partition not in self.partitions:
+            choices = ", ".join(self.partitions) or "(none defined)"
+            raise ValueError(f"default_partition {self.default_partition!r} is not a partition; choices: {choices}")
+        if self.scheduler == "local" and self.partitions:
+            raise ValueError("a 'local' site has no partitions")
+        if self.accounts and self.default_account and self.default_account not in self.accounts:
+            raise ValueError(f"default_account {self.default_account!r} is not in accounts")
+        return self

@@ -1,0 +1,1 @@
+"""Rendering: a resolved job → scheduler directives → a batch script from the layered templates."""

@@ -1,0 +1,146 @@
+"""Scheduler directives for a resolved job, one builder per scheduler family.
+
+Each builder returns ``(name, text)`` pairs: ``text`` is what follows the
+directive prefix (``#SBATCH``/``#PBS``), ``name`` is the option or resource a
+site may forbid (``forbidden_directives``); forbidden ones are dropped.
+Values reaching directives are validated names and paths (no spaces, quotes
+or shell characters), so no quoting is needed inside directive lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hpcjobs.resolve import ResolvedJob, directive_names
+from hpcjobs.units import format_memory_pbs, format_memory_slurm, format_walltime_pbs, format_walltime_slurm
+
+Directive = tuple[str, str]
+
+
+def _slurm_array(job: ResolvedJob) -> str | None:
+    a = job.array
+    if a is None:
+        return None
+    text = f"{a.start}-{a.end}" + (f":{a.step}" if a.step != 1 else "")
+    return text + (f"%{a.throttle}" if a.throttle else "")
+
+
+def slurm_directives(job: ResolvedJob) -> list[Directive]:
+    """``#SBATCH`` options (long forms)."""
+    d: list[Directive] = [("job-name", f"--job-name={job.name}")]
+    if job.scheduler_partition:
+        d.append(("partition", f"--partition={job.scheduler_partition}"))
+    if job.account:
+        d.append(("account", f"--account={job.account}"))
+    if job.qos:
+        d.append(("qos", f"--qos={job.qos}"))
+    d.append(("nodes", f"--nodes={job.nodes}"))
+    d.append(("ntasks-per-node", f"--ntasks-per-node={job.tasks_per_node}"))
+    d.append(("cpus-per-task", f"--cpus-per-task={job.cpus_per_task}"))
+    if job.gpus_per_node:
+        kind = f"{job.gpu_type}:" if job.gpu_type else ""
+        if job.site.gpu_request == "gpus-per-node":
+            d.append(("gpus-per-node", f"--gpus-per-node={kind}{job.gpus_per_node}"))
+        else:
+            d.append(("gres", f"--gres=gpu:{kind}{job.gpus_per_node}"))
+    if job.memory_per_node is not None and not job.exclusive:
+        d.append(("mem", f"--mem={format_memory_slurm(job.memory_per_node)}"))
+    if job.walltime is not None:
+        d.append(("time", f"--time={format_walltime_slurm(job.walltime)}"))
+    if job.exclusive:
+        d.append(("exclusive", "--exclusive"))
+    array = _slurm_array(job)
+    pattern = "%x-%A_%a" if array else "%x-%j"
+    d.append(("output", f"--output={job.output_dir}/{pattern}.out"))
+    d.append(("error", f"--error={job.output_dir}/{pattern}.err"))
+    if array:
+        d.append(("array", f"--array={array}"))
+    return d
+
+
+def pbspro_directives(job: ResolvedJob) -> list[Directive]:
+    """``#PBS`` options for PBS Pro / OpenPBS, with one merged ``select`` line."""
+    d: list[Directive] = [("N", f"-N {job.name}")]
+    if job.scheduler_partition:
+        d.append(("q", f"-q {job.scheduler_partition}"))
+    if job.account:
+        d.append(("A", f"-A {job.account}"))
+    forbidden = set(job.site.forbidden_directives)
+    chunk = [str(job.nodes), f"ncpus={job.tasks_per_node * job.cpus_per_task}",
+             f"mpiprocs={job.tasks_per_node}", f"ompthreads={job.cpus_per_task}"]
+    if job.gpus_per_node:
+        chunk.append(f"ngpus={job.gpus_per_node}")
+        if job.gpu_type and job.site.gpu_type_resource:
+            chunk.append(f"{job.site.gpu_type_resource}={job.gpu_type}")
+    if job.memory_per_node is not None and "mem" not in forbidden:
+        chunk.append(f"mem={format_memory_pbs(job.memory_per_node)}")
+    chunk = [c for c in chunk if c.split("=")[0] not in forbidden]
+    d.append(("select", "-l select=" + ":".join(chunk)))
+    if job.walltime is not None:
+        d.append(("walltime", f"-l walltime={format_walltime_pbs(job.walltime)}"))
+    if job.nodes > 1 or job.exclusive:
+        d.append(("place", "-l place=scatter" + (":excl" if job.exclusive else "")))
+    if job.array is not None:
+        a = job.array
+        spec = f"{a.start}-{a.end}" + (f":{a.step}" if a.step != 1 else "")
+        d.append(("J", f"-J {spec}" + (f"%{a.throttle}" if a.throttle else "")))
+        stem = f"{job.output_dir}/{job.name}.^array_index^"
+    else:
+        stem = f"{job.output_dir}/{job.name}"
+    d.append(("o", f"-o {stem}.out"))
+    d.append(("e", f"-e {stem}.err"))
+    return d
+
+
+def torque_directives(job: ResolvedJob) -> list[Directive]:
+    """``#PBS`` options for Torque: ``nodes=N:ppn=P[:gpus=G]`` and whole-job ``mem``."""
+    d: list[Directive] = [("N", f"-N {job.name}")]
+    if job.scheduler_partition:
+        d.append(("q", f"-q {job.scheduler_partition}"))
+    if job.account:
+        d.append(("A", f"-A {job.account}"))
+    nodes = f"nodes={job.nodes}:ppn={job.tasks_per_node * job.cpus_per_task}"
+    if job.gpus_per_node:
+        nodes += f":gpus={job.gpus_per_node}"
+        if job.gpu_type:
+            nodes += f":{job.gpu_type}"
+    d.append(("nodes", f"-l {nodes}"))
+    if job.memory_per_node is not None:
+        d.append(("mem", f"-l mem={format_memory_pbs(job.memory_per_node * job.nodes)}"))
+    if job.walltime is not None:
+        d.append(("walltime", f"-l walltime={format_walltime_pbs(job.walltime)}"))
+    if job.exclusive:
+        d.append(("naccesspolicy", "-l naccesspolicy=singlejob"))
+    if job.array is not None:
+        a = job.array
+        spec = f"{a.start}-{a.end}" if a.step == 1 else ",".join(str(i) for i in a.indices())
+        d.append(("t", f"-t {spec}" + (f"%{a.throttle}" if a.throttle else "")))
+    d.append(("o", f"-o {job.output_dir}/{job.name}.out"))
+    d.append(("e", f"-e {job.output_dir}/{job.name}.err"))
+    return d
+
+
+def local_directives(job: ResolvedJob) -> list[Directive]:
+    """The local site has no scheduler and no directives."""
+    del job
+    return []
+
+
+#: Scheduler family → directive builder.
+DIRECTIVE_BUILDERS: dict[str, Callable[[ResolvedJob], list[Directive]]] = {
+    "slurm": slurm_directives,
+    "pbspro": pbspro_directives,
+    "torque": torque_directives,
+    "local": local_directives,
+}
+
+#: Scheduler family → directive prefix.
+DIRECTIVE_PREFIX: dict[str, str] = {"slurm": "#SBATCH", "pbspro": "#PBS", "torque": "#PBS", "local": "#"}
+
+
+def build_directives(job: ResolvedJob) -> list[str]:
+    """All directive texts for ``job``: generated ones the site allows, then site/partition/user extras."""
+    forbidden = set(job.site.forbidden_directives)
+    generated = [text for name, text in DIRECTIVE_BUILDERS[job.scheduler](job) if name not in forbidden]
+    extras = [d for d in job.extra_directives if not (directive_names(d) & forbidden)]
+    return generated + extras

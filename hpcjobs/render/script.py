@@ -1,0 +1,120 @@
+"""Render a resolved job into a batch script."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from hpcjobs import __version__
+from hpcjobs.config.experiment import Experiment
+from hpcjobs.config.loading import load_experiment
+from hpcjobs.config.site import SiteConfig
+from hpcjobs.config.sites import detect_site, find_site, load_site_file
+from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.render.directives import DIRECTIVE_PREFIX, build_directives
+from hpcjobs.render.templating import template_environment, template_search_path
+from hpcjobs.resolve import ResolvedJob, resolve
+
+#: Scheduler family → environment variable holding the array index in a running task.
+ARRAY_INDEX_VAR: dict[str, str] = {
+    "slurm": "SLURM_ARRAY_TASK_ID",
+    "pbspro": "PBS_ARRAY_INDEX",
+    "torque": "PBS_ARRAYID",
+    "local": "HPCJOBS_ARRAY_INDEX",
+}
+
+#: Scheduler family → variable holding the job id in a running job.
+JOB_ID_VAR: dict[str, str] = {
+    "slurm": "SLURM_JOB_ID",
+    "pbspro": "PBS_JOBID",
+    "torque": "PBS_JOBID",
+    "local": "HPCJOBS_JOB_ID",
+}
+
+
+@dataclass(frozen=True)
+class RenderedScript:
+    """A rendered batch script and the job it was rendered from."""
+
+    job: ResolvedJob
+    text: str
+    template: str
+
+    @property
+    def filename(self) -> str:
+        """Suggested file name: ``<job name>.<scheduler>.sh``."""
+        return f"{self.job.name}.{self.job.scheduler}.sh"
+
+
+def template_name(job: ResolvedJob, experiment_template: str | None = None) -> str:
+    """Which template renders ``job``: the experiment's, else the site's, else the scheduler's."""
+    return experiment_template or job.site.template or f"{job.scheduler}.sh.j2"
+
+
+def render_job(job: ResolvedJob, *, template: str | None = None,
+               template_dirs: tuple[str, ...] = ()) -> RenderedScript:
+    """Render ``job`` with the layered templates.
+
+    Raises:
+        ConfigError: The template does not exist, has a syntax error, or uses an undefined variable.
+    """
+    name = template_name(job, template)
+    env = template_environment(template_dirs)
+    context = {
+        "job": job,
+        "site": job.site,
+        "scheduler": job.scheduler,
+        "version": __version__,
+        "directive_prefix": DIRECTIVE_PREFIX[job.scheduler],
+        "directives": build_directives(job),
+        "environment": job.environment,
+        "modules": job.modules,
+        "module_purge": job.site.module_purge,
+        "prologue": job.site.prologue,
+        "epilogue": job.site.epilogue,
+        "setup": job.setup,
+        "body": job.body,
+        "params": job.params,
+        "array_index_var": ARRAY_INDEX_VAR[job.scheduler],
+        "job_id_var": JOB_ID_VAR[job.scheduler],
+    }
+    try:
+        text = env.get_template(name).render(context)
+    except jinja2.TemplateNotFound as exc:
+        searched = ", ".join(str(p) for p in template_search_path(template_dirs))
+        raise ConfigError(ConfigProblem(f"template {exc.name!r} not found (searched {searched})",
+                                        key="template")) from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise ConfigError(ConfigProblem(f"template syntax error: {exc.message}", file=exc.filename or exc.name,
+                                        line=exc.lineno)) from None
+    except jinja2.UndefinedError as exc:
+        raise ConfigError(ConfigProblem(f"template {name!r} uses an undefined value: {exc.message}",
+                                        key="template")) from None
+    return RenderedScript(job, text, name)
+
+
+def load_site_for(experiment: Experiment, site_override: str | None = None) -> tuple[SiteConfig, str]:
+    """The site config an experiment runs on (``--site`` > the file's ``site:`` > detected) and its path."""
+    name = site_override or experiment.site or detect_site()
+    path = find_site(name)
+    return load_site_file(path), str(path)
+
+
+def render_experiment(
+    path: str | Path,
+    *,
+    site: str | None = None,
+    overrides: tuple[str, ...] = (),
+    template_dirs: tuple[str, ...] = (),
+) -> RenderedScript:
+    """Load, resolve and render an experiment file: the library call behind ``hpcjobs render``.
+
+    Raises:
+        ConfigError: Anything wrong with the experiment, the site, or the request against the site.
+    """
+    experiment, doc = load_experiment(path, overrides)
+    site_config, site_file = load_site_for(experiment, site)
+    job = resolve(experiment, site_config, doc=doc, site_file=site_file)
+    return render_job(job, template=experiment.template, template_dirs=template_dirs)

@@ -1,0 +1,66 @@
+"""The Jinja environment: layered template lookup, strictness, and the shell-quoting filters.
+
+Lookup order (first match wins): each directory in ``$HPCJOBS_TEMPLATE_PATH``,
+the user's ``~/.config/hpcjobs/templates``, the site-wide
+``/etc/hpcjobs/templates``, then the templates shipped with hpcjobs. A user's
+``slurm.sh.j2`` therefore replaces the shipped one, and any template can
+``{% extends %}`` a shipped one by name.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+from pathlib import Path
+
+import jinja2
+
+from hpcjobs.config.sites import user_config_dir
+from hpcjobs.resources import shipped_dir
+
+SYSTEM_TEMPLATE_DIR = Path("/etc/hpcjobs/templates")
+
+
+def template_search_path(extra: tuple[str, ...] = ()) -> list[Path]:
+    """Template directories, first match wins."""
+    dirs = [Path(p) for p in extra]
+    dirs += [Path(p) for p in os.environ.get("HPCJOBS_TEMPLATE_PATH", "").split(os.pathsep) if p]
+    dirs += [user_config_dir() / "templates", SYSTEM_TEMPLATE_DIR, shipped_dir("templates")]
+    return dirs
+
+
+def shell_quote(value: object) -> str:
+    """Quote ``value`` as one literal shell word (``$``, backticks, quotes, newlines stay data)."""
+    return shlex.quote(str(value))
+
+
+def shell_quote_path(value: object) -> str:
+    """Quote a path as one shell word, keeping a leading ``~/`` meaning the home directory."""
+    text = str(value)
+    if text == "~":
+        return '"$HOME"'
+    if text.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(text[2:])
+    return shlex.quote(text)
+
+
+@functools.lru_cache(maxsize=8)
+def _environment(dirs: tuple[str, ...]) -> jinja2.Environment:
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(d) for d in dirs])
+    env = jinja2.Environment(
+        loader=loader,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["q"] = shell_quote
+    env.filters["qpath"] = shell_quote_path
+    return env
+
+
+def template_environment(extra_dirs: tuple[str, ...] = ()) -> jinja2.Environment:
+    """The Jinja environment for the current search path (cached per path)."""
+    return _environment(tuple(str(d) for d in template_search_path(extra_dirs)))

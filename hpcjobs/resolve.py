@@ -1,0 +1,233 @@
+"""Resolve an experiment against a site: pick the partition, apply defaults, enforce the site's limits.
+
+Everything a request could break is checked here, before a script is written
+or anything reaches the scheduler, and reported as one :class:`ConfigError`
+naming the file, the key, the limit, and the partitions that would fit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from hpcjobs.config.experiment import Experiment
+from hpcjobs.config.site import Partition, SiteConfig
+from hpcjobs.config.yamlio import YamlDocument
+from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.schedulers.base import ArraySpec
+from hpcjobs.units import format_memory_human, format_walltime_slurm
+
+
+@dataclass(frozen=True)
+class ResolvedJob:
+    """A job ready to render: every default applied, every limit checked.
+
+    Memory is per node in bytes; wall time in seconds. ``None`` means "leave it
+    to the scheduler's default" (and nothing is written for it).
+    """
+
+    name: str
+    site: SiteConfig
+    partition: str | None
+    account: str | None
+    qos: str | None
+    nodes: int
+    tasks_per_node: int
+    cpus_per_task: int
+    gpus_per_node: int
+    gpu_type: str | None
+    memory_per_node: int | None
+    walltime: int | None
+    exclusive: bool
+    environment: tuple[tuple[str, str], ...]
+    modules: tuple[str, ...]
+    setup: tuple[str, ...]
+    body: str
+    workdir: str | None
+    output_dir: str
+    extra_directives: tuple[str, ...]
+    params: dict[str, str] = field(default_factory=dict)
+    array: ArraySpec | None = None
+
+    @property
+    def scheduler(self) -> str:
+        """The site's scheduler family."""
+        return self.site.scheduler
+
+    @property
+    def scheduler_partition(self) -> str | None:
+        """The partition/queue name written into the script (the entry's ``scheduler_name`` if set)."""
+        part = self.partition_config
+        return (part.scheduler_name or self.partition) if part else self.partition
+
+    @property
+    def partition_config(self) -> Partition | None:
+        """The chosen partition's limits, if the site defines partitions."""
+        return self.site.partitions.get(self.partition) if self.partition else None
+
+
+_DIRECTIVE_NAME_RE = re.compile(r"^\s*--?([A-Za-z][A-Za-z0-9_-]*)")
+_RESOURCE_RE = re.compile(r"(?:^|[:,\s])([A-Za-z_][A-Za-z0-9_]*)=")
+
+
+def directive_names(directive: str) -> set[str]:
+    """Names a raw directive sets: ``--mem=4G`` → {mem}; ``-l select=1:mem=4gb`` → {l, select, mem}."""
+    names: set[str] = set()
+    m = _DIRECTIVE_NAME_RE.match(directive)
+    if m:
+        names.add(m.group(1))
+    if re.match(r"^\s*-l\b", directive):
+        names.update(_RESOURCE_RE.findall(directive[m.end():] if m else directive))
+    return names
+
+
+def _fit_problems(req: Experiment, walltime: int | None, memory: int | None, part: Partition) -> list[tuple[str, str]]:
+    """Ways the request breaks ``part``'s limits, as (key, message) pairs."""
+    r = req.resources
+    out: list[tuple[str, str]] = []
+    if r.gpus_per_node > part.gpus_per_node:
+        out.append(("resources.gpus_per_node",
+                    f"{r.gpus_per_node} GPUs per node requested, the limit is {part.gpus_per_node}"))
+    if r.gpu_type and part.gpus_per_node and r.gpu_type not in part.gpu_types:
+        kinds = ", ".join(part.gpu_types) or "unspecified"
+        out.append(("resources.gpu_type", f"GPU type {r.gpu_type!r} is not available (available: {kinds})"))
+    if part.max_nodes is not None and r.nodes > part.max_nodes:
+        out.append(("resources.nodes", f"{r.nodes} nodes requested, the limit is {part.max_nodes}"))
+    cpus = r.tasks_per_node * r.cpus_per_task
+    if part.cpus_per_node is not None and cpus > part.cpus_per_node:
+        out.append(("resources.cpus_per_task",
+                    f"{cpus} CPUs per node requested (tasks_per_node × cpus_per_task), "
+                    f"the limit is {part.cpus_per_node}"))
+    if memory is not None and part.memory_per_node is not None and memory > part.memory_per_node:
+        out.append(("resources.memory",
+                    f"{format_memory_human(memory)} per node requested, the limit is "
+                    f"{format_memory_human(part.memory_per_node)}"))
+    if walltime is not None and part.max_walltime is not None and walltime > part.max_walltime:
+        out.append(("resources.walltime",
+                    f"wall time {format_walltime_slurm(walltime)} requested, the limit is "
+                    f"{format_walltime_slurm(part.max_walltime)}"))
+    if req.qos and part.qos and req.qos not in part.qos:
+        out.append(("qos", f"QoS {req.qos!r} is not allowed (allowed: {', '.join(part.qos)})"))
+    return out
+
+
+def _choose_partition(exp: Experiment, site: SiteConfig, doc: YamlDocument | None, site_file: str) -> str | None:
+    if not site.partitions:
+        if exp.partition:
+            raise ConfigError(_problem(doc, "partition", f"site {site.name!r} has no partitions or queues",
+                                       site_file))
+        return None
+    walltime, memory = exp.resources.walltime, exp.resources.memory
+    fits = [n for n, p in site.partitions.items() if not _fit_problems(exp, walltime, memory, p)]
+    wanted = exp.partition
+    if wanted is not None and wanted not in site.partitions:
+        raise ConfigError(_problem(
+            doc, "partition", f"unknown partition {wanted!r} on site {site.name!r}", site_file,
+            choices=tuple(site.partitions),
+        ))
+    if wanted is None:
+        if site.default_partition and site.default_partition in fits:
+            return site.default_partition
+        if fits:
+            return fits[0]
+        wanted = site.default_partition or next(iter(site.partitions))
+    problems = _fit_problems(exp, walltime, memory, site.partitions[wanted])
+    if not problems:
+        return wanted
+    hint = (f"partitions that would fit: {', '.join(fits)}" if fits
+            else "no partition of this site fits the request")
+    raise ConfigError([
+        _problem(doc, key, f"{msg} on partition {wanted!r} of site {site.name!r} ({site_file}); {hint}", site_file)
+        for key, msg in problems
+    ])
+
+
+def _problem(doc: YamlDocument | None, key: str, message: str, site_file: str, **kwargs: Any) -> ConfigProblem:
+    del site_file  # named in the message where it helps
+    path = tuple(key.split("."))
+    if doc is None:
+        return ConfigProblem(message, key=key, **kwargs)
+    return doc.problem(path, message, **kwargs)
+
+
+def resolve(
+    exp: Experiment,
+    site: SiteConfig,
+    *,
+    doc: YamlDocument | None = None,
+    site_file: str = "",
+    params: dict[str, str] | None = None,
+    array: ArraySpec | None = None,
+) -> ResolvedJob:
+    """Apply ``site``'s defaults to ``exp`` and check it against the site's limits.
+
+    Args:
+        exp: The validated experiment.
+        site: The site config.
+        doc: The experiment's YAML document, to locate errors by line.
+        site_file: The site config's path, named in messages.
+        params: Parameters of this job (a sweep point), exported as environment variables.
+        array: Submit as an array with this range.
+
+    Raises:
+        ConfigError: The request breaks a limit, names an unknown partition/account, or uses a
+            directive the site forbids.
+    """
+    partition = _choose_partition(exp, site, doc, site_file)
+    part = site.partitions.get(partition) if partition else None
+    problems: list[ConfigProblem] = []
+
+    account = exp.account or site.default_account
+    if site.account_required and not account:
+        problems.append(_problem(doc, "account", f"site {site.name!r} requires an account", site_file,
+                                 choices=tuple(site.accounts)))
+    if account and site.accounts and account not in site.accounts:
+        problems.append(_problem(doc, "account", f"unknown account {account!r} on site {site.name!r}",
+                                 site_file, choices=tuple(site.accounts)))
+
+    forbidden = set(site.forbidden_directives)
+    for i, d in enumerate(exp.directives):
+        bad = directive_names(d) & forbidden
+        if bad:
+            problems.append(_problem(doc, f"directives.{i}",
+                                     f"site {site.name!r} does not accept the directive(s) {', '.join(sorted(bad))}"
+                                     f" in {d!r}", site_file))
+    if problems:
+        raise ConfigError(problems)
+
+    r = exp.resources
+    walltime = r.walltime or (part.default_walltime if part else None)
+    memory = r.memory
+    env: dict[str, str] = {"OMP_NUM_THREADS": str(r.cpus_per_task)}
+    env.update(site.environment)
+    env.update(exp.environment)
+    all_params = dict(exp.params)
+    all_params.update(params or {})
+    env.update(all_params)
+    body = exp.command if exp.command else (exp.script or "")
+    extra = list(site.directives) + (list(part.directives) if part else []) + list(exp.directives)
+    return ResolvedJob(
+        name=exp.name,
+        site=site,
+        partition=partition,
+        account=account,
+        qos=exp.qos or site.default_qos,
+        nodes=r.nodes,
+        tasks_per_node=r.tasks_per_node,
+        cpus_per_task=r.cpus_per_task,
+        gpus_per_node=r.gpus_per_node,
+        gpu_type=r.gpu_type,
+        memory_per_node=memory,
+        walltime=walltime,
+        exclusive=r.exclusive or bool(part and part.exclusive),
+        environment=tuple(env.items()),
+        modules=tuple(site.modules) + tuple(exp.modules),
+        setup=tuple(exp.setup),
+        body=body.rstrip("\n"),
+        workdir=exp.workdir,
+        output_dir=exp.output_dir,
+        extra_directives=tuple(extra),
+        params=all_params,
+        array=array,
+    )
