@@ -26,7 +26,7 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +37,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from hpcjobs import states as st
+from hpcjobs.accounting.cache import WindowCache, window_key
 from hpcjobs.accounting.schema import COLUMNS, conform, empty_frame
 from hpcjobs.errors import SchedulerOutputError
 from hpcjobs.formats import slurm as fs
+from hpcjobs.process import CommandResult, run_command
 from hpcjobs.states import _TAG_RE
 
 #: Fields asked of sacct for accounting; Comment last because it is free text.
@@ -54,6 +56,7 @@ _DURATION_RE = r"^(?:(?P<d>\d+)-)?(?:(?P<h>\d+):)?(?P<m>\d+):(?P<s>\d+(?:\.\d+)?
 _MEM_RE = r"^(?P<n>\d+(?:\.\d+)?)(?P<u>[KMGTPE]?)[cn]?$"
 _UNITS = pa.array(list(fs.UNIT_FACTORS))
 _UNIT_FACTORS = pa.array([float(v) for v in fs.UNIT_FACTORS.values()], pa.float64())
+_INT64 = pa.int64()
 _STATE_CODES = {name: i for i, name in enumerate(st.ALL_STATES)}
 
 
@@ -207,12 +210,12 @@ def _read_table(source: str | bytes | os.PathLike[str], names: list[str]) -> pa.
     if isinstance(source, (str, bytes)):
         data = source.encode() if isinstance(source, str) else source
         first = data[: data.find(b"\n")] if b"\n" in data else data
-        skip = 1 if first.split(b"|", 1)[0].strip() == names[0].encode() else 0  # a header line
+        skip = 1 if first.split(b"|", 1)[0].strip().lower() == names[0].encode() else 0  # a header line
         stream: Any = io.BytesIO(data)
     else:
         with open(source, "rb") as fh:
             head = fh.readline()
-        skip = 1 if head.split(b"|", 1)[0].strip() == names[0].encode() else 0
+        skip = 1 if head.split(b"|", 1)[0].strip().lower() == names[0].encode() else 0
         stream = os.fspath(source)
     convert = pacsv.ConvertOptions(
         column_types={n: pa.string() for n in names}, null_values=[""], strings_can_be_null=True,
@@ -343,7 +346,7 @@ def read_sacct_parsable2(
         out["cpu_time"] = pd.Series(_durations_ns(col["totalcpu"]).to_pandas())
 
     # resources: allocated TRES, else requested TRES, else the plain count fields
-    def tres(field: str, attr: str, typ: pa.DataType = pa.int64()) -> pa.Array | None:
+    def tres(field: str, attr: str, typ: pa.DataType = _INT64) -> pa.Array | None:
         if field not in col:
             return None
         return _map_distinct(col[field], lambda v: getattr(fs.summarize_tres(v), attr), typ)
@@ -352,7 +355,11 @@ def read_sacct_parsable2(
         present = [a for a in arrays if a is not None]
         return pc.coalesce(*present) if present else None
 
-    cpus = first(_int_or_null(col["alloccpus"]) if "alloccpus" in col else None, tres("alloctres", "cpus"),
+    alloc_cpus = None
+    if "alloccpus" in col:  # 0 while pending: fall through to the request
+        alloc_cpus = _int_or_null(col["alloccpus"])
+        alloc_cpus = pc.if_else(pc.equal(alloc_cpus, 0), pa.scalar(None, pa.int64()), alloc_cpus)
+    cpus = first(alloc_cpus, tres("alloctres", "cpus"),
                  _int_or_null(col["ncpus"]) if "ncpus" in col else None, tres("reqtres", "cpus"),
                  _int_or_null(col["reqcpus"]) if "reqcpus" in col else None)
     nodes = first(_int_or_null(col["nnodes"]) if "nnodes" in col else None, tres("alloctres", "nodes"),
@@ -565,6 +572,7 @@ def read_sacct_json(source: str | bytes | dict[str, Any] | os.PathLike[str]) -> 
                 **base, "job_id_raw": str(job.get("job_id")), "step": step_name, "job_name": step_info.get("name"),
                 "state_raw": _first_state(s.get("state")), "exit_code": s_code, "exit_signal": s_sig,
                 "start_time": _epoch(st_time.get("start")), "end_time": _epoch(st_time.get("end")),
+                "submit_time": _epoch(st_time.get("start")), "eligible_time": None,  # as text sacct prints steps
                 "elapsed_s": _num(st_time.get("elapsed")), "time_limit_s": None,
                 "nodes": _num((s.get("nodes") or {}).get("count")), "cpus": s_alloc.get("cpu"),
                 "gpus": s_alloc.get("gpus"), "gpu_type": s_alloc.get("gpu_type"), "req_mem_bytes": None,
@@ -585,3 +593,100 @@ def read_sacct_json(source: str | bytes | dict[str, Any] | os.PathLike[str]) -> 
     df["sweep_id"] = tags.map(lambda t: t.sweep_id if t else None)
     df["chunk"] = tags.map(lambda t: t.chunk if t else None)
     return conform(df)
+
+
+# ---------------------------------------------------------------------------
+# Windowed, cached queries
+
+Runner = Callable[..., CommandResult]
+_ONE_DAY = timedelta(days=1)
+_ONE_HOUR = timedelta(hours=1)
+
+
+def _windows(start: datetime, end: datetime, size: timedelta) -> list[tuple[datetime, datetime]]:
+    """Windows of ``size`` aligned to multiples of ``size`` since the epoch (UTC), covering [start, end)."""
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    k = (start - epoch) // size
+    out = []
+    ws = epoch + k * size
+    while ws < end:
+        out.append((ws, ws + size))
+        ws += size
+    return out
+
+
+def _aware(t: datetime) -> datetime:
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+
+
+def query_sacct(
+    start: datetime,
+    end: datetime | None = None,
+    *,
+    users: Sequence[str] | None = None,
+    accounts: Sequence[str] | None = None,
+    all_users: bool = False,
+    job_ids: Sequence[str] | None = None,
+    states: Sequence[str] | None = None,
+    steps: bool = True,
+    window: timedelta = _ONE_DAY,
+    cache: WindowCache | bool | None = True,
+    margin: timedelta = _ONE_HOUR,
+    now: datetime | None = None,
+    runner: Runner | None = None,
+    timeout: float = 300.0,
+) -> pd.DataFrame:
+    """Run sacct over [start, end) in windows and return one accounting DataFrame.
+
+    Windows are aligned to multiples of ``window`` (UTC midnight for days) so different reports
+    share them. A window that ended more than ``margin`` before ``now`` is final: it is read from
+    the cache when there, else queried and stored. sacct selects jobs *active* in a window, so a
+    job spanning windows comes back from each; rows are de-duplicated on (``job_id_raw``, ``job_id``,
+    ``step``), the later window winning, and rows not active within [start, end) are dropped.
+
+    Args:
+        start: Start of the period (naive times are UTC).
+        end: End of the period; default ``now``.
+        users: Passed to :func:`sacct_accounting_argv`, like ``accounts``, ``all_users``, ``job_ids``,
+            ``states`` and ``steps``.
+        window: Window length.
+        cache: A :class:`WindowCache`, ``True`` for the default one, ``False``/``None`` for none.
+        margin: How long after a window's end its records are considered final.
+        now: The current time (tests).
+        runner: Replacement for :func:`hpcjobs.process.run_command` (tests).
+        timeout: Seconds allowed per sacct call.
+
+    Returns:
+        A DataFrame conforming to :mod:`hpcjobs.accounting.schema`.
+
+    Raises:
+        CommandError: sacct failed. CommandTimeout: sacct ran past ``timeout``.
+        SchedulerOutputError: sacct printed something unreadable.
+    """
+    run = runner or run_command
+    now_ = _aware(now or datetime.now(timezone.utc))
+    start_, end_ = _aware(start), _aware(end or now_)
+    store = WindowCache() if cache is True else (cache or None)
+    shape = sacct_accounting_argv(users=users, accounts=accounts, all_users=all_users, job_ids=job_ids,
+                                  states=states, steps=steps)
+    env = {"TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}
+    frames = []
+    for ws, we in _windows(start_, end_, window):
+        final = we + margin < now_
+        key = window_key(shape, ws, we)
+        df = store.load(key) if (store is not None and final) else None
+        if df is None:
+            argv = sacct_accounting_argv(users=users, accounts=accounts, all_users=all_users, job_ids=job_ids,
+                                         states=states, steps=steps, start=ws, end=we)
+            result = run(argv, timeout=timeout, env=env)
+            df = read_sacct_parsable2(result.stdout, SACCT_ACCOUNTING_FIELDS)
+            if store is not None and final:
+                store.store(key, df)
+        frames.append(df)
+    if not frames:
+        return empty_frame()
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    df = df.drop_duplicates(subset=["job_id_raw", "job_id", "step"], keep="last")
+    began = df["start_time"].fillna(df["eligible_time"]).fillna(df["submit_time"])
+    active = (began.isna() | (began < end_)) & (df["end_time"].isna() | (df["end_time"] >= start_))
+    return conform(df[active])
