@@ -5,6 +5,7 @@ Imported by the CLI only inside commands (rich is loaded lazily).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -28,9 +29,7 @@ def atomic_write_text(path: str | Path, text: str, *, mode: int | None = None) -
             os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     return target

@@ -36,7 +36,7 @@ def parse_memory(text: str | int) -> int:
     if not m or not raw_has_unit:
         raise ValueError(f"expected {MEMORY_EXAMPLES}, got {text!r}")
     value = float(m["num"]) * _MEM_FACTORS[m["unit"].upper()]
-    return int(round(value))
+    return round(value)
 
 
 def _scaled(nbytes: int, units: tuple[tuple[str, int], ...]) -> str:
@@ -92,7 +92,7 @@ def parse_walltime(text: str | int) -> int:
         unit = _UNIT_RE.match(s)
         clock = _CLOCK_RE.match(s)
         if unit:
-            seconds = int(round(float(unit["num"]) * _UNIT_SECONDS[unit["unit"].lower()]))
+            seconds = round(float(unit["num"]) * _UNIT_SECONDS[unit["unit"].lower()])
         elif clock:
             days = int(clock["days"] or 0)
             parts = [int(p) for p in (clock["a"], clock["b"], clock["c"]) if p is not None]

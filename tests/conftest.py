@@ -1,0 +1,34 @@
+"""Shared test configuration: the golden-file regeneration flag and an isolated config environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="Rewrite the golden rendered scripts under tests/golden/ instead of comparing against them.",
+    )
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))
+
+
+@pytest.fixture(autouse=True)
+def isolated_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the user config dir at an empty temp dir so a developer's own sites/templates never leak in."""
+    home = tmp_path_factory.mktemp("xdg")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    monkeypatch.delenv("HPCJOBS_SITE_PATH", raising=False)
+    monkeypatch.delenv("HPCJOBS_TEMPLATE_PATH", raising=False)
+    monkeypatch.delenv("HPCJOBS_SITE", raising=False)
+    return home
