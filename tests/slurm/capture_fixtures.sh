@@ -23,7 +23,14 @@ FMT=JobID,JobIDRaw,JobName,User,Account,Partition,QOS,State,ExitCode,DerivedExit
 SQFMT='%i|%A|%F|%K|%j|%u|%a|%P|%T|%r|%M|%l|%L|%D|%C|%m|%b|%V|%S|%k'
 
 note() { printf '%s\t%s\n' "$1" "$2" >>"$OUT/COMMANDS.txt"; }
-quoted() { local q; printf -v q '%q ' "$@"; echo "${q% }"; }
+# shell-quote only the words that need it (single quotes), so the lines read like typed commands
+quoted() {
+    local a out=() safe='^[][A-Za-z0-9_,./=:%@+^-]+$'
+    for a in "$@"; do
+        if [[ $a =~ $safe ]]; then out+=("$a"); else out+=("'${a//\'/\'\\\'\'}'"); fi
+    done
+    echo "${out[*]}"
+}
 
 # cap FILE CMD...: stdout to OUT/FILE (stderr must be empty, rc 0)
 cap() {
