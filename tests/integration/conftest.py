@@ -244,9 +244,7 @@ class SlurmTestbed:
         """
         deadline = time.monotonic() + timeout
         while True:
-            now = slurm(
-                ["squeue", "--noheader", f"--jobs={job_id}", "--format=%T"], check=False
-            ).stdout.strip()
+            now = slurm(["squeue", "--noheader", f"--jobs={job_id}", "--format=%T"], check=False).stdout.strip()
             if now == state:
                 return
             if time.monotonic() > deadline:

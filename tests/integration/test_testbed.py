@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,27 @@ import pytest
 from hpcjobs.process import run_command
 
 pytestmark = pytest.mark.slurm
+
+COMMENT = "hpcjobs:testbed-smoke:0:c0ffee"
+
+
+@pytest.fixture(scope="module")
+def finished_jobs(slurm_testbed, tmp_path_factory):
+    """Submit the module's jobs side by side and wait once for all of them: ``{name: (job, row)}``."""
+    workdir = tmp_path_factory.mktemp("testbed-jobs")
+    workdir.chmod(0o777)
+    wanted = {
+        "gres": ("--partition=gpu", "--gres=gpu:1", "--time=1"),
+        "gpus_per_node": ("--partition=gpu", "--gpus-per-node=1", "--time=1"),
+        "comment": (f"--comment={COMMENT}", "--time=1"),
+        "other_account": ("--account=other", "--time=1"),
+    }
+    jobs = {
+        name: slurm_testbed.submit(*args, wrap="echo CVD=$CUDA_VISIBLE_DEVICES", workdir=os.fspath(workdir))
+        for name, args in wanted.items()
+    }
+    rows = slurm_testbed.wait_terminal(*(job.job_id for job in jobs.values()))
+    return {name: (job, rows[job.job_id]) for name, job in jobs.items()}
 
 
 def test_two_partitions_debug_is_default(slurm_testbed):
@@ -26,16 +48,9 @@ def test_cluster_limits_from_scontrol_show_config(slurm_testbed):
     assert "job_comment" in config["AccountingStoreFlags"]
 
 
-@pytest.mark.parametrize("gpu_option", ["--gres=gpu:1", "--gpus-per-node=1"])
-def test_gpu_job_sees_cuda_visible_devices(slurm_testbed, slurm_workdir, gpu_option):
-    job = slurm_testbed.submit(
-        "--partition=gpu",
-        gpu_option,
-        "--time=1",
-        wrap="echo CVD=$CUDA_VISIBLE_DEVICES",
-        workdir=slurm_workdir,
-    )
-    row = slurm_testbed.wait_terminal(job.job_id)[job.job_id]
+@pytest.mark.parametrize("name", ["gres", "gpus_per_node"])
+def test_gpu_job_sees_cuda_visible_devices(finished_jobs, name):
+    job, row = finished_jobs[name]
     assert row["State"] == "COMPLETED"
     assert row["Partition"] == "gpu"
     assert "gres/gpu=1" in row["AllocTRES"].split(",")
@@ -43,19 +58,22 @@ def test_gpu_job_sees_cuda_visible_devices(slurm_testbed, slurm_workdir, gpu_opt
     assert Path(job.output).read_text().strip() in {"CVD=0", "CVD=1"}
 
 
-def test_job_comment_is_stored_in_sacct(slurm_testbed, slurm_workdir):
-    comment = "hpcjobs:testbed-smoke:0:c0ffee"
-    job = slurm_testbed.submit(f"--comment={comment}", "--time=1", wrap="true", workdir=slurm_workdir)
-    row = slurm_testbed.wait_terminal(job.job_id)[job.job_id]
+def test_cpu_job_sees_no_gpu(finished_jobs):
+    job, row = finished_jobs["comment"]
+    assert Path(job.output).read_text().strip() == "CVD="
+    assert "gres/gpu" not in row["AllocTRES"]
+
+
+def test_job_comment_is_stored_in_sacct(finished_jobs):
+    _, row = finished_jobs["comment"]
     assert row["State"] == "COMPLETED"
-    assert row["Comment"] == comment
+    assert row["Comment"] == COMMENT
     assert row["Account"] == "hpcjobs"
     assert row["Partition"] == "debug"
 
 
-def test_second_account_is_usable(slurm_testbed, slurm_workdir):
-    job = slurm_testbed.submit("--account=other", "--time=1", wrap="true", workdir=slurm_workdir)
-    row = slurm_testbed.wait_terminal(job.job_id)[job.job_id]
+def test_second_account_is_usable(finished_jobs):
+    _, row = finished_jobs["other_account"]
     assert (row["State"], row["Account"]) == ("COMPLETED", "other")
 
 
