@@ -7,11 +7,13 @@ source checkout or editable install they are read from the repository.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
 
 
+@functools.lru_cache(maxsize=4)
 def shipped_dir(kind: str) -> Path:
     """Directory of shipped ``templates`` or ``site-configs``.
 

@@ -14,7 +14,7 @@ from hpcjobs.config.site import SiteConfig
 from hpcjobs.config.sites import detect_site, find_site, load_site_file
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.render.directives import DIRECTIVE_PREFIX, build_directives
-from hpcjobs.render.templating import template_environment, template_search_path
+from hpcjobs.render.templating import shell_quote, template_environment, template_search_path
 from hpcjobs.resolve import ResolvedJob, resolve
 
 #: Scheduler family → environment variable holding the array index in a running task.
@@ -62,14 +62,22 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
     """
     name = template_name(job, template)
     env = template_environment(template_dirs)
+    directives = build_directives(job)
+    prefix = DIRECTIVE_PREFIX[job.scheduler]
+    lines = ["module purge"] if job.site.module_purge else []
+    lines += [f"module load {shell_quote(m)}" for m in job.modules]
+    lines += [f"export {k}={shell_quote(v)}" for k, v in job.environment]
+    lines += [f"export HPCJOBS_JOB_NAME={shell_quote(job.name)}", f"export HPCJOBS_SITE={shell_quote(job.site.name)}"]
     context = {
         "job": job,
         "site": job.site,
         "scheduler": job.scheduler,
         "version": __version__,
-        "directive_prefix": DIRECTIVE_PREFIX[job.scheduler],
-        "directives": build_directives(job),
+        "directive_prefix": prefix,
+        "directives": directives,
+        "directive_lines": "".join(f"{prefix} {d}\n" for d in directives).rstrip("\n"),
         "environment": job.environment,
+        "environment_lines": "\n".join(lines),
         "modules": job.modules,
         "module_purge": job.site.module_purge,
         "prologue": job.site.prologue,

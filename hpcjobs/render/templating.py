@@ -46,7 +46,9 @@ def shell_quote_path(value: object) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _environment(dirs: tuple[str, ...]) -> jinja2.Environment:
+def _environment(extra: tuple[str, ...], env_key: tuple[str, ...]) -> jinja2.Environment:
+    del env_key  # part of the cache key only: the search path depends on these variables
+    dirs = [str(d) for d in template_search_path(extra)]
     loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(d) for d in dirs])
     env = jinja2.Environment(
         loader=loader,
@@ -55,6 +57,7 @@ def _environment(dirs: tuple[str, ...]) -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         autoescape=False,
+        auto_reload=False,  # templates do not change while one command runs
     )
     env.filters["q"] = shell_quote
     env.filters["qpath"] = shell_quote_path
@@ -63,4 +66,5 @@ def _environment(dirs: tuple[str, ...]) -> jinja2.Environment:
 
 def template_environment(extra_dirs: tuple[str, ...] = ()) -> jinja2.Environment:
     """The Jinja environment for the current search path (cached per path)."""
-    return _environment(tuple(str(d) for d in template_search_path(extra_dirs)))
+    env_key = tuple(os.environ.get(k, "") for k in ("HPCJOBS_TEMPLATE_PATH", "XDG_CONFIG_HOME", "HOME"))
+    return _environment(tuple(str(d) for d in extra_dirs), env_key)
