@@ -333,9 +333,9 @@ def accounting_rows(
             state = (states.CANCELLED, None, None) if deleted else (states.FAILED, None, None)
             raw, end = last.record_type, pbs.localize(last.time, tz)
         elif include_unfinished:
-            started = any(r.record_type == "S" for r in recs)
-            state = (states.RUNNING if started else states.PENDING, None, None)
-            raw, end = recs[-1].record_type, None
+            last_type = recs[-1].record_type
+            state = ({"S": states.RUNNING, "R": states.REQUEUED}.get(last_type, states.PENDING), None, None)
+            raw, end = last_type, None
         else:
             continue
         user = attrs.get("user") or (attrs.get("owner") or "").split("@")[0] or None
@@ -380,10 +380,13 @@ def read_pbs_accounting(
         source: Accounting text, a file or directory path, or several of those.
         tz: Zone of the PBS server (the line time stamps are its local time; used only for
             ``D``/``A`` end times); ``None`` = this machine's local zone.
-        include_unfinished: Also return jobs with only ``Q``/``S`` records (PENDING/RUNNING).
+        include_unfinished: Also return jobs without an ``E``/``D``/``A`` record: RUNNING after
+            ``S``, REQUEUED after ``R``, else PENDING.
 
     Returns:
         A DataFrame conforming to :mod:`hpcjobs.accounting.schema`, ``scheduler`` = ``pbspro``.
+        Subjobs (``1234[5].srv``) are rows with ``array_job_id``/``array_task_id``; an array
+        parent gets a row only when the log holds an ``E`` (or ``D``/``A``) record for it.
     """
     records = pbs.iter_accounting_records(iter_source_lines(source))
     return rows_to_frame(accounting_rows(records, scheduler="pbspro", tz=tz,

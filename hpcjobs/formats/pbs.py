@@ -102,7 +102,7 @@ def same_job(a: str, b: str) -> bool:
 
 def match_job_ids(wanted: Iterable[str], found: Iterable[str]) -> dict[str, str]:
     """Map each id in ``wanted`` to the id qstat printed for the same job (server suffix ignored)."""
-    by_key = {}
+    by_key: dict[tuple[int, int | None, bool], str] = {}
     for f in found:
         try:
             by_key.setdefault(parse_job_id(f).key, f)
@@ -306,7 +306,7 @@ def as_text(value: object) -> str | None:
 # --------------------------------------------------------------------------- qstat -f text
 
 _JOB_HEADER_RE = re.compile(r"^Job Id:\s*(\S+)\s*$")
-_ATTR_RE = re.compile(r"^    ([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?) =(?: (.*))?$")
+_ATTR_RE = re.compile(r"^    ([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)?) =(?: (.*))?$")
 
 
 def split_variable_list(value: str) -> dict[str, str]:
