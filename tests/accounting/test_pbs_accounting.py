@@ -217,3 +217,13 @@ def test_empty_accounting() -> None:
     df = ap.read_pbs_accounting("")
     assert len(df) == 0
     assert_schema(df, "pbspro")
+
+
+def test_unfinished_jobs_from_a_partial_real_log() -> None:
+    first_six = "".join(NCAR.read_text().splitlines(keepends=True)[:6])  # Q Q S Q Q R
+    assert len(ap.read_pbs_accounting(first_six, tz="America/Denver")) == 0
+    rows = by_id(ap.read_pbs_accounting(first_six, tz="America/Denver", include_unfinished=True))
+    rerun, queued = rows["4215033.casper-pbs"], rows["4215034.casper-pbs"]
+    assert (rerun.state, rerun.state_raw, rerun.partition) == (st.REQUEUED, "R", "htc")
+    assert (queued.state, queued.state_raw, queued.req_mem_bytes) == (st.PENDING, "Q", 30 * GiB)
+    assert queued.eligible_time == ts("2025-03-31 16:59:23")  # from the execution-queue Q record
