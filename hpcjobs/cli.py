@@ -25,7 +25,8 @@ EXIT_COMMAND_FAILED = 1
 EXIT_BUG = 3
 
 
-def _console(stderr: bool = True) -> Any:
+def console(stderr: bool = True) -> Any:
+    """A rich console (stderr by default); plain text when not a terminal."""
     from rich.console import Console
 
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
@@ -34,15 +35,15 @@ def _console(stderr: bool = True) -> Any:
 def _report_error(exc: HpcJobsError) -> None:
     from rich.markup import escape
 
-    console = _console()
+    out = console()
     if isinstance(exc, ConfigError):
         n = len(exc.problems)
-        console.print(f"[bold red]error:[/] {n} problem{'s' if n != 1 else ''} found")
+        out.print(f"[bold red]error:[/] {n} problem{'s' if n != 1 else ''} found")
         for p in sorted(exc.problems, key=lambda p: (p.file or "", p.line or 0, p.column or 0)):
-            console.print(f"  [bold]{escape(p.location() or '-')}[/]: " + escape(str(p)[len(p.location()) + 2:]
+            out.print(f"  [bold]{escape(p.location() or '-')}[/]: " + escape(str(p)[len(p.location()) + 2:]
                                                                                   if p.location() else str(p)))
     else:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        out.print(f"[bold red]error:[/] {escape(str(exc))}")
 
 
 def handle_errors(func: F) -> F:
@@ -71,7 +72,51 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose subcommands live in their own modules, imported only when run.
+
+    ``lazy_commands`` maps a command name to ``"module:attribute"`` of a click command.
+    ``--help`` lists them with the short help given here, without importing them.
+    """
+
+    def __init__(self, *args: Any, lazy_commands: dict[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = lazy_commands or {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy_commands])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy_commands:
+            import importlib
+
+            target, _help = self.lazy_commands[cmd_name]
+            module, attr = target.split(":")
+            command = getattr(importlib.import_module(module), attr)
+            assert isinstance(command, click.Command)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.lazy_commands:
+                rows.append((name, self.lazy_commands[name][1]))
+            else:
+                cmd = super().get_command(ctx, name)
+                if cmd is not None and not cmd.hidden:
+                    rows.append((name, cmd.get_short_help_str(formatter.width - 6 - len(name))))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+#: Commands implemented in their own modules: name → ("module:command", short help).
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {}
+
+
+@click.group(cls=LazyGroup, lazy_commands=LAZY_COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="hpcjobs")
 @click.option("-v", "--verbose", count=True, help="Log scheduler commands (-v) and debug detail (-vv).")
 def main(verbose: int) -> None:
@@ -138,7 +183,7 @@ def site_list(as_json: bool) -> None:
     table = Table("site", "scheduler", "description", "file", box=None)
     for r in rows:
         table.add_row(r["name"], r["scheduler"], r["description"], r["path"])
-    _console(stderr=False).print(table)
+    console(stderr=False).print(table)
 
 
 @site.command("show")
@@ -157,10 +202,10 @@ def site_show(name: str, as_json: bool) -> None:
         return
     from rich.table import Table
 
-    console = _console(stderr=False)
-    console.print(f"[bold]{cfg.name}[/] ({cfg.scheduler}) {cfg.description}\nfile: {path}")
+    out = console(stderr=False)
+    out.print(f"[bold]{cfg.name}[/] ({cfg.scheduler}) {cfg.description}\nfile: {path}")
     if cfg.documentation:
-        console.print(f"limits from: {cfg.documentation}")
+        out.print(f"limits from: {cfg.documentation}")
     if cfg.partitions:
         table = Table("partition", "max walltime", "max nodes", "cpus/node", "mem/node", "gpus/node",
                       "gpu types", box=None)
@@ -173,7 +218,7 @@ def site_show(name: str, as_json: bool) -> None:
                 format_memory_human(p.memory_per_node) if p.memory_per_node else "-",
                 str(p.gpus_per_node), ", ".join(p.gpu_types) or "-",
             )
-        console.print(table)
+        out.print(table)
 
 
 @site.command("validate")

@@ -1,0 +1,29 @@
+"""Scheduler backends, registered by name in a plain dict (``BACKENDS["slurm"]``).
+
+Importing this package imports no heavy dependency: backends are command
+builders and pure parsers; :mod:`hpcjobs.schedulers.client` runs them.
+"""
+
+from __future__ import annotations
+
+from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.schedulers.base import SchedulerBackend
+from hpcjobs.schedulers.slurm import SlurmBackend
+
+#: Scheduler family → backend. PBS Pro, Torque and local register here too.
+BACKENDS: dict[str, SchedulerBackend] = {
+    "slurm": SlurmBackend(),
+}
+
+
+def get_backend(name: str) -> SchedulerBackend:
+    """The backend for a scheduler family.
+
+    Raises:
+        ConfigError: No backend of that name.
+    """
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise ConfigError(ConfigProblem(f"no scheduler backend {name!r}", key="scheduler",
+                                        choices=tuple(BACKENDS))) from None

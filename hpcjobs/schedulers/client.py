@@ -1,0 +1,170 @@
+"""Running a backend's commands: submit, one batched status call per poll, cancel, limits, wait.
+
+Every call goes through :func:`hpcjobs.process.run_command` (looked up at call
+time, so tests can replace the seam) with a timeout; a failure raises
+:class:`~hpcjobs.errors.CommandError` carrying argv, exit code, stdout and stderr.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from hpcjobs import process
+from hpcjobs.errors import CommandError, HpcJobsError
+from hpcjobs.schedulers.base import ClusterLimits, JobStatus, SchedulerBackend, SubmitOptions
+from hpcjobs.states import TERMINAL_STATES
+
+log = logging.getLogger("hpcjobs.schedulers")
+
+SUBMIT_TIMEOUT_S = 60.0
+QUERY_TIMEOUT_S = 120.0
+
+
+@dataclass
+class PollSchedule:
+    """Exponential backoff between status polls: ``initial`` growing by ``factor`` up to ``maximum`` seconds."""
+
+    initial: float = 1.0
+    factor: float = 1.5
+    maximum: float = 60.0
+
+    def delays(self) -> Iterable[float]:
+        """The successive waits."""
+        delay = self.initial
+        while True:
+            yield delay
+            delay = min(delay * self.factor, self.maximum)
+
+
+@dataclass
+class SchedulerClient:
+    """A backend plus the subprocess seam.
+
+    Attributes:
+        backend: Command builders and parsers of one scheduler family.
+        env: Extra environment for every command (e.g. ``SLURM_CONF``).
+        calls: Count of scheduler commands run, by command name (for benchmarks and tests).
+    """
+
+    backend: SchedulerBackend
+    env: Mapping[str, str] | None = None
+    calls: dict[str, int] = field(default_factory=dict)
+
+    def run(self, argv: Sequence[str], *, timeout: float = QUERY_TIMEOUT_S, check: bool = True,
+            cwd: str | Path | None = None) -> process.CommandResult:
+        """Run one scheduler command through the seam, counting it."""
+        self.calls[argv[0]] = self.calls.get(argv[0], 0) + 1
+        return process.run_command(argv, timeout=timeout, env=self.env, cwd=cwd, check=check)
+
+    def submit(self, script: str | Path, options: SubmitOptions | None = None,
+               *, cwd: str | Path | None = None) -> str:
+        """Submit ``script`` and return the job id.
+
+        Raises:
+            CommandError: The submit command failed (its argv, exit code and stderr are in the error).
+            CommandTimeout: It did not answer in time; the job may or may not have been queued.
+        """
+        argv = self.backend.submit_argv(Path(script), options or SubmitOptions())
+        result = self.run(argv, timeout=SUBMIT_TIMEOUT_S, cwd=cwd)
+        job_id = self.backend.parse_submit(result.stdout)
+        log.info("submitted %s as %s", script, job_id)
+        return job_id
+
+    def status(self, job_ids: Sequence[str]) -> list[JobStatus]:
+        """The state of every job and array task in ``job_ids``: one scheduler call.
+
+        Falls back to the backend's secondary status command (Slurm: ``squeue``) when
+        accounting is unavailable.
+        """
+        if not job_ids:
+            return []
+        argv = self.backend.status_argv(job_ids)
+        result = self.run(argv, check=False)
+        if result.returncode == 0:
+            return self.backend.parse_status(result.stdout)
+        fallback = getattr(self.backend, "fallback_status_argv", None)
+        unavailable = getattr(self.backend, "accounting_unavailable", None)
+        if fallback is not None and unavailable is not None and unavailable(result.stderr):
+            log.info("accounting unavailable (%s); using %s", result.stderr.strip(), fallback(job_ids)[0])
+            res2 = self.run(fallback(job_ids), check=False)
+            if res2.returncode == 0 or res2.stdout.strip():
+                return self.backend.parse_fallback_status(res2.stdout)  # type: ignore[attr-defined]
+            raise CommandError(res2.argv, res2.returncode, res2.stdout, res2.stderr)
+        raise CommandError(result.argv, result.returncode, result.stdout, result.stderr)
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        """Cancel ``job_ids`` in one call (unknown or finished jobs are not an error on Slurm)."""
+        if job_ids:
+            self.run(self.backend.cancel_argv(job_ids))
+
+    def limits(self, user: str | None = None) -> ClusterLimits:
+        """Limits the scheduler reports (array size, job count, the user's submit limit where known)."""
+        config_argv = getattr(self.backend, "config_argv", None)
+        if config_argv is None:
+            return ClusterLimits()
+        limits = self.backend.parse_limits(self.run(config_argv()).stdout)  # type: ignore[attr-defined]
+        user_argv = getattr(self.backend, "user_limits_argv", None)
+        if user_argv is not None:
+            try:
+                res = self.run(user_argv(user or getpass.getuser()), check=False)
+                if res.returncode == 0:
+                    limits = replace(limits, max_submit_jobs=self.backend.parse_user_limits(res.stdout))  # type: ignore[attr-defined]
+            except HpcJobsError as exc:  # sacctmgr missing: limits stay unknown
+                log.info("no per-user limits: %s", exc)
+        return limits
+
+    def cluster_name(self) -> str | None:
+        """The scheduler's cluster name (Slurm ClusterName), or ``None`` when it cannot be asked."""
+        config_argv = getattr(self.backend, "config_argv", None)
+        if config_argv is None:
+            return None
+        try:
+            result = self.run(config_argv(), timeout=10)
+        except HpcJobsError:
+            return None
+        return self.backend.parse_cluster_name(result.stdout)  # type: ignore[attr-defined]
+
+    def wait(
+        self,
+        job_ids: Sequence[str],
+        *,
+        timeout: float | None = None,
+        schedule: PollSchedule | None = None,
+        is_done: Callable[[list[JobStatus]], bool] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> list[JobStatus]:
+        """Poll (one status call per poll, with backoff) until every job is terminal.
+
+        Args:
+            job_ids: Jobs (array ids include their tasks) to wait for.
+            timeout: Give up after this many seconds.
+            schedule: Delays between polls.
+            is_done: Custom completion test on the latest records (default: all terminal,
+                none still a collapsed pending range).
+
+        Raises:
+            HpcJobsError: The timeout passed first (the message lists the jobs still active).
+        """
+        schedule = schedule or PollSchedule()
+        done = is_done or all_terminal
+        deadline = None if timeout is None else clock() + timeout
+        for delay in schedule.delays():
+            records = self.status(job_ids)
+            if records and done(records):
+                return records
+            if deadline is not None and clock() + delay > deadline:
+                active = [f"{r.job_id}={r.state}" for r in records if r.state not in TERMINAL_STATES]
+                raise HpcJobsError(f"timed out after {timeout:g} s waiting for jobs: {', '.join(active) or job_ids}")
+            sleep(delay)
+        raise AssertionError("unreachable")
+
+
+def all_terminal(records: Sequence[JobStatus]) -> bool:
+    """True when every record is in a terminal state and no array range is still collapsed (pending)."""
+    return all(r.state in TERMINAL_STATES and r.array_task_spec is None for r in records)

@@ -1,0 +1,109 @@
+"""The Slurm backend: ``sbatch``/``sacct``/``squeue``/``scancel``/``scontrol`` command builders and parsers.
+
+The parsers live in :mod:`hpcjobs.formats.slurm` (pure, tested on real output of
+Slurm 22.05); this module assembles them behind :class:`SchedulerBackend`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from hpcjobs.formats import slurm as fmt
+from hpcjobs.schedulers.base import ArraySpec, ClusterLimits, JobStatus, SubmitOptions
+
+#: Messages with which sacct says accounting is unavailable (then status falls back to squeue).
+ACCOUNTING_UNAVAILABLE = (
+    "accounting storage is disabled",
+    "slurmdbd: Connection refused",
+    "Problem talking to the database",
+    "Unable to get",
+)
+
+
+def array_argument(array: ArraySpec) -> str:
+    """``--array`` value: ``0-99``, ``0-99:2``, ``0-99%10``."""
+    text = f"{array.start}-{array.end}" + (f":{array.step}" if array.step != 1 else "")
+    return text + (f"%{array.throttle}" if array.throttle else "")
+
+
+class SlurmBackend:
+    """Slurm commands and output parsers."""
+
+    name = "slurm"
+    directive_prefix = "#SBATCH"
+    array_index_var = "SLURM_ARRAY_TASK_ID"
+
+    def submit_argv(self, script: Path, options: SubmitOptions) -> list[str]:
+        """``sbatch --parsable`` with the options as arguments (they override the script's directives)."""
+        argv = ["sbatch", "--parsable"]
+        if options.array is not None:
+            argv.append("--array=" + array_argument(options.array))
+        if options.dependencies:
+            argv.append("--dependency=afterok:" + ":".join(options.dependencies))
+        if options.job_name:
+            argv.append("--job-name=" + options.job_name)
+        if options.comment:
+            argv.append("--comment=" + options.comment)
+        if options.hold:
+            argv.append("--hold")
+        argv.extend(options.extra_args)
+        argv.append(str(script))
+        return argv
+
+    def parse_submit(self, stdout: str) -> str:
+        """The job id from ``sbatch --parsable`` (``123`` or ``123;cluster``)."""
+        job_id, _cluster = fmt.parse_submit_output(stdout)
+        return job_id
+
+    def status_argv(self, job_ids: Sequence[str]) -> list[str]:
+        """One ``sacct`` call for every job (array ids cover all their tasks)."""
+        return fmt.sacct_status_argv(job_ids)
+
+    def parse_status(self, stdout: str) -> list[JobStatus]:
+        """Records of :meth:`status_argv` output, one per job or array task."""
+        return fmt.parse_sacct_status(stdout)
+
+    def fallback_status_argv(self, job_ids: Sequence[str]) -> list[str]:
+        """``squeue`` for clusters without accounting (knows jobs until ``MinJobAge`` after they end)."""
+        return fmt.squeue_status_argv(job_ids)
+
+    def parse_fallback_status(self, stdout: str) -> list[JobStatus]:
+        """Records of :meth:`fallback_status_argv` output."""
+        return fmt.parse_squeue_status(stdout)
+
+    def accounting_unavailable(self, stderr: str) -> bool:
+        """Whether a failed status call means "no accounting here" (so the fallback should be used)."""
+        return any(msg.lower() in stderr.lower() for msg in ACCOUNTING_UNAVAILABLE)
+
+    def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
+        """``scancel`` of all ``job_ids`` in one call."""
+        return ["scancel", *job_ids]
+
+    def config_argv(self) -> list[str]:
+        """``scontrol show config`` (cluster name and limits)."""
+        return ["scontrol", "show", "config"]
+
+    def parse_limits(self, stdout: str) -> ClusterLimits:
+        """MaxArraySize, MaxJobCount and MinJobAge from ``scontrol show config``."""
+        return fmt.cluster_limits_from_config(fmt.parse_scontrol_show_config(stdout))
+
+    def parse_cluster_name(self, stdout: str) -> str | None:
+        """ClusterName from ``scontrol show config``."""
+        return fmt.parse_scontrol_show_config(stdout).get("ClusterName") or None
+
+    def user_limits_argv(self, user: str) -> list[str]:
+        """``sacctmgr`` query of the user's association submit limits."""
+        return ["sacctmgr", "--noheader", "--parsable2", "show", "associations", f"where user={user}",
+                "format=Cluster,Account,Partition,MaxSubmitJobs,GrpSubmitJobs"]
+
+    def parse_user_limits(self, stdout: str) -> int | None:
+        """The tightest submit limit among the user's associations (``None`` when unlimited)."""
+        limits = []
+        for line in stdout.splitlines():
+            parts = line.split("|")
+            for value in parts[3:5]:
+                if re.fullmatch(r"\d+", value.strip()):
+                    limits.append(int(value))
+        return min(limits) if limits else None
