@@ -355,6 +355,11 @@ def run(seq: int) -> None:
                 return
             if not _release(root, parent):
                 return
+            if parent["kind"] == "array" and not handles and not parent.get("done"):
+                finish_array(root, parent)  # e.g. the last queued subjobs were deleted
+                parent = st.load(root, seq) or parent
+                if parent.get("done"):
+                    return
             if parent["state"] in ("Q", "B", "R") and not parent.get("done"):
                 units = _units(root, parent)
                 limit = (parent.get("array") or {}).get("throttle") or len(units)
