@@ -396,6 +396,8 @@ def run(seq: int) -> None:
             if pid:
                 _signal(handle["pid"], signal.SIGKILL)  # leftovers of the job's process group
                 handle["proc"].returncode = status
+                if float(config.get("exiting_delay", 0)) > 0:
+                    _show_exiting(root, seq, handle["index"], float(config["exiting_delay"]))
                 with st.locked(root):
                     end_unit(root, handle, status, usage, config)
                     parent = st.load(root, seq)
@@ -403,6 +405,16 @@ def run(seq: int) -> None:
                         finish_array(root, parent)
                 del handles[key]
         time.sleep(POLL)
+
+
+def _show_exiting(root: Path, seq: int, index: int | None, delay: float) -> None:
+    """Keep a finished job visible in state E (substate 51) for ``delay`` seconds."""
+    with st.locked(root):
+        rec = st.load(root, seq, index)
+        if rec is not None:
+            rec.update({"state": "E", "substate": 51, "mtime": time.time()})
+            st.save(root, rec)
+    time.sleep(delay)
 
 
 def _signal(pgid: int, sig: int) -> None:

@@ -36,6 +36,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "queues": {},
     "default_queue": None,
     "exec_host": None,
+    "exiting_delay": 0,
     "user_home": None,
     "resources_default": {},
 }
@@ -89,7 +90,7 @@ def load_config(root: Path) -> dict[str, Any]:
     SIGKILL), ``json_numbers`` (``strict`` or ``legacy``: the pre-2023 strtod quirk),
     ``queues`` (``{name: {"resources_max": {...}, "resources_default": {...}}}``),
     ``default_queue``, ``exec_host``, ``user_home`` (job cwd; default the submitter's HOME),
-    ``resources_default``.
+    ``resources_default``, ``exiting_delay`` (seconds a finished job stays in state E).
 
     Args:
         root: state directory.

@@ -136,21 +136,28 @@ def _split_unescaped(value: str) -> list[str]:
 
 
 def parse_range(spec: str) -> tuple[list[int], int | None]:
-    """Parse ``X-Y[:Z][%N]`` into indices and the throttle.
+    """Parse ``X-Y[:Z][%N]`` (Torque also ``A,B-C``) into sorted indices and the throttle.
 
     Raises:
-        StandinError: on a malformed range.
+        StandinError: on a malformed range (usage error, exit 2, like qsub's option parser).
     """
-    match = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?(?:%(\d+))?", spec.strip())
-    if not match:
-        raise _err("illegal -J value" if st.flavor() == "pbspro" else "Bad -t value", PBSE_BADATVAL)
-    start = int(match.group(1))
-    end = int(match.group(2)) if match.group(2) else start
-    step = int(match.group(3)) if match.group(3) else 1
-    if end < start or step < 1:
-        raise _err("illegal -J value", PBSE_BADATVAL)
-    throttle = int(match.group(4)) if match.group(4) else None
-    return list(range(start, end + 1, step)), throttle
+    letter = "J" if st.flavor() == "pbspro" else "t"
+    bad = st.StandinError(f"qsub: illegal -{letter} value\n{USAGE}", 2)
+    body, _, throttle_text = spec.strip().partition("%")
+    if (throttle_text and not throttle_text.isdigit()) or ("," in body and letter == "J"):
+        raise bad
+    indices: set[int] = set()
+    for part in body.split(","):
+        match = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", part)
+        if not match:
+            raise bad
+        start = int(match.group(1))
+        end = int(match.group(2)) if match.group(2) else start
+        step = int(match.group(3)) if match.group(3) else 1
+        if end < start or step < 1:
+            raise bad
+        indices.update(range(start, end + 1, step))
+    return sorted(indices), (int(throttle_text) if throttle_text else None)
 
 
 def range_text(indices: list[int]) -> str:
@@ -177,15 +184,14 @@ def _resources(opts: dict[str, Any], queue_conf: dict[str, Any], config: dict[st
     res: dict[str, str] = {}
     chunks: list[dict[str, Any]] = []
     flavor = st.flavor()
-    try:
-        for key in ("walltime", "cput"):
-            if key in req:
-                res[key] = st.hms(st.parse_duration(req[key]))
-        for key in ("mem", "vmem", "pmem"):
-            if key in req:
-                res[key] = st.normalise_size(req[key])
-    except ValueError as exc:
-        raise _err("illegal attribute or resource value", PBSE_BADATVAL) from exc
+    for key in ("walltime", "cput", "mem", "vmem", "pmem"):
+        if key not in req:
+            continue
+        try:
+            is_time = key in ("walltime", "cput")
+            res[key] = st.hms(st.parse_duration(req[key])) if is_time else st.normalise_size(req[key])
+        except ValueError as exc:
+            raise _err(f"Illegal attribute or resource value Resource_List.{key}", PBSE_BADATVAL) from exc
     for key, value in req.items():
         if key not in res:
             res[key] = value
@@ -288,7 +294,10 @@ def build_record(argv: list[str], stdin_text: str | None, config: dict[str, Any]
         StandinError: for anything real qsub would reject.
     """
     cmd_opts, operands = parse_args(argv)
-    if operands:
+    if operands and "--" in argv and argv.index("--") == len(argv) - len(operands) - 1:
+        script = "#!/bin/bash\n" + shlex.join(operands) + "\n"  # qsub -- executable [args]
+        base_name = os.path.basename(operands[0])
+    elif operands:
         script_path = Path(operands[0])
         try:
             script = script_path.read_text()
@@ -352,7 +361,7 @@ def build_record(argv: list[str], stdin_text: str | None, config: dict[str, Any]
         "hold_types": "u" if held else "n",
         "depend": depend_text,
         "depend_list": depend_list,
-        "submit_args": " ".join(shlex.quote(a) for a in argv),
+        "submit_args": " ".join(argv),  # qstat decodes the stored argument list without quoting
         "shell": opts.get("S"),
         "mail_points": opts.get("m", "a"),
         "mail_users": opts.get("M"),
@@ -382,6 +391,8 @@ def _variables(opts: dict[str, Any], queue: str, host: str, workdir: str) -> lis
     pairs.append(["PBS_O_PATH", env.get("PATH", "")])
     if "MAIL" in env:
         pairs.append(["PBS_O_MAIL", env["MAIL"]])
+    if "TZ" in env:
+        pairs.append(["PBS_O_TZ", env["TZ"]])
     pairs.append(["PBS_O_SHELL", env.get("SHELL", "/bin/bash")])
     pairs.append(["PBS_O_WORKDIR", workdir])
     pairs.append(["PBS_O_SYSTEM", os.uname().sysname])

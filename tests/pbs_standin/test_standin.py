@@ -407,3 +407,29 @@ def test_accounting_shape_matches_ncar_sample(pbs_standin: PbsStandin) -> None:
         assert our_keys[:4] == real_keys[:4] == ["user", "group", "account", "project"]
         assert _key_order_consistent(our_keys, real_keys)
     assert "Resource_List.mem=30b" in ours["Q"]
+
+
+def test_exiting_state_and_executable_form(pbs_standin: PbsStandin) -> None:
+    pbs_standin.configure(exiting_delay=1.5)
+    job = pbs_standin.run("qsub", "-N", "ex", "--", "/bin/echo", "hello", "world").stdout.strip()
+    info = wait_for_state(job, "E")
+    assert (info["substate"], "Exit_status" in info) == (51, False)
+    done = wait_for_state(job, "F")
+    assert done["Submit_arguments"] == "-N ex -- /bin/echo hello world"
+    seq = job.split(".")[0]
+    assert (pbs_standin.workdir / f"ex.o{seq}").read_text() == "hello world\n"
+
+
+def test_array_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
+    import standin_state
+    import standin_submit
+
+    monkeypatch.setenv("PBS_STANDIN_FLAVOR", "torque")
+    assert standin_submit.parse_range("0,10-12,20%3") == ([0, 10, 11, 12, 20], 3)
+    monkeypatch.setenv("PBS_STANDIN_FLAVOR", "pbspro")
+    assert standin_submit.parse_range("1-9:4%2") == ([1, 5, 9], 2)
+    with pytest.raises(standin_state.StandinError) as info:
+        standin_submit.parse_range("1,2")
+    assert info.value.status == 2 and info.value.message.startswith("qsub: illegal -J value\n")
+    assert standin_submit.range_text([2, 3, 4, 7, 9, 10]) == "2-4,7,9-10"
+    assert standin_submit.range_text([]) == "-"
