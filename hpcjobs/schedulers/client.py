@@ -76,26 +76,36 @@ class SchedulerClient:
         return job_id
 
     def status(self, job_ids: Sequence[str]) -> list[JobStatus]:
-        """The state of every job and array task in ``job_ids``: one scheduler call.
+        """The state of every job and array task in ``job_ids``: one batched scheduler call.
 
-        Falls back to the backend's secondary status command (Slurm: ``squeue``) when
-        accounting is unavailable.
+        On Slurm a job submitted a moment ago may not be in accounting yet; the ids sacct
+        does not know are then asked of ``squeue`` in one more batched call. When accounting
+        is unavailable altogether, ``squeue`` answers for all of them.
         """
         if not job_ids:
             return []
         argv = self.backend.status_argv(job_ids)
         result = self.run(argv, check=False)
-        if result.returncode == 0:
-            return self.backend.parse_status(result.stdout)
         fallback = getattr(self.backend, "fallback_status_argv", None)
+        if result.returncode == 0:
+            records = self.backend.parse_status(result.stdout)
+            missing = [j for j in job_ids if not _covers(records, j)]
+            if missing and fallback is not None:
+                records += self._fallback_status(missing, check=False)
+            return records
         unavailable = getattr(self.backend, "accounting_unavailable", None)
         if fallback is not None and unavailable is not None and unavailable(result.stderr):
             log.info("accounting unavailable (%s); using %s", result.stderr.strip(), fallback(job_ids)[0])
-            res2 = self.run(fallback(job_ids), check=False)
-            if res2.returncode == 0 or res2.stdout.strip():
-                return self.backend.parse_fallback_status(res2.stdout)  # type: ignore[attr-defined]
-            raise CommandError(res2.argv, res2.returncode, res2.stdout, res2.stderr)
+            return self._fallback_status(job_ids, check=True)
         raise CommandError(result.argv, result.returncode, result.stdout, result.stderr)
+
+    def _fallback_status(self, job_ids: Sequence[str], *, check: bool) -> list[JobStatus]:
+        res = self.run(self.backend.fallback_status_argv(job_ids), check=False)  # type: ignore[attr-defined]
+        if res.returncode == 0 or res.stdout.strip():
+            return self.backend.parse_fallback_status(res.stdout)  # type: ignore[attr-defined, no-any-return]
+        if check:
+            raise CommandError(res.argv, res.returncode, res.stdout, res.stderr)
+        return []  # squeue exits 1 when it knows none of the ids
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Cancel ``job_ids`` in one call (unknown or finished jobs are not an error on Slurm)."""
@@ -156,7 +166,7 @@ class SchedulerClient:
         deadline = None if timeout is None else clock() + timeout
         for delay in schedule.delays():
             records = self.status(job_ids)
-            if records and done(records):
+            if all(_covers(records, j) for j in job_ids) and done(records):
                 return records
             if deadline is not None and clock() + delay > deadline:
                 active = [f"{r.job_id}={r.state}" for r in records if r.state not in TERMINAL_STATES]
@@ -168,3 +178,8 @@ class SchedulerClient:
 def all_terminal(records: Sequence[JobStatus]) -> bool:
     """True when every record is in a terminal state and no array range is still collapsed (pending)."""
     return all(r.state in TERMINAL_STATES and r.array_task_spec is None for r in records)
+
+
+def _covers(records: Sequence[JobStatus], job_id: str) -> bool:
+    """Whether ``records`` say anything about ``job_id`` (a job, an array, or one array task)."""
+    return any(r.job_id == job_id or r.array_job_id == job_id for r in records)
