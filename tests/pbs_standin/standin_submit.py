@@ -222,9 +222,12 @@ def _resources(opts: dict[str, Any], queue_conf: dict[str, Any], config: dict[st
         gpus = sum(c["count"] * int(c["res"].get("ngpus", 0)) for c in chunks)
         if gpus or "ngpus" in req:
             res["ngpus"] = str(gpus)
-        mems = [c["count"] * st.size_bytes(st.normalise_size(c["res"]["mem"])) for c in chunks if "mem" in c["res"]]
+        try:
+            mems = [(c["count"], st.normalise_size(c["res"]["mem"])) for c in chunks if "mem" in c["res"]]
+        except ValueError as exc:
+            raise _err("Illegal attribute or resource value Resource_List.select", PBSE_BADATVAL) from exc
         if mems and "mem" not in req:
-            res["mem"] = _bytes_text(sum(mems))
+            res["mem"] = _sum_sizes(mems)
         mpi = sum(c["count"] * int(c["res"].get("mpiprocs", 0)) for c in chunks)
         if mpi:
             res["mpiprocs"] = str(mpi)
@@ -238,11 +241,12 @@ def _resources(opts: dict[str, Any], queue_conf: dict[str, Any], config: dict[st
     return {"resources": res, "chunks": chunks}
 
 
-def _bytes_text(value: int) -> str:
-    for unit, power in (("tb", 4), ("gb", 3), ("mb", 2), ("kb", 1)):
-        if value % (1024**power) == 0:
-            return f"{value // 1024**power}{unit}"
-    return f"{value}b"
+def _sum_sizes(sizes: list[tuple[int, str]]) -> str:
+    """Sum ``count x size`` terms in the smallest unit used (``2 x 34359738368b`` -> ``68719476736b``)."""
+    units = ["b", "kb", "mb", "gb", "tb", "pb"]
+    smallest = min((re.sub(r"^\d+", "", size) for _, size in sizes), key=lambda u: units.index(u) if u in units else 0)
+    factor = st.size_bytes(f"1{smallest}") or 1
+    return f"{sum(count * st.size_bytes(size) for count, size in sizes) // factor}{smallest}"
 
 
 def _check_limits(res: dict[str, str], queue_conf: dict[str, Any]) -> None:

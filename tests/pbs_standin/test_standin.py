@@ -433,3 +433,25 @@ def test_array_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
     assert info.value.status == 2 and info.value.message.startswith("qsub: illegal -J value\n")
     assert standin_submit.range_text([2, 3, 4, 7, 9, 10]) == "2-4,7,9-10"
     assert standin_submit.range_text([]) == "-"
+
+
+def test_resource_list_derivation(monkeypatch: pytest.MonkeyPatch) -> None:
+    import standin_submit
+
+    monkeypatch.setenv("PBS_STANDIN_FLAVOR", "pbspro")
+    select = "2:ncpus=48:mpiprocs=48:mem=34359738368"
+    built = standin_submit._resources({"l": {"select": select, "walltime": "3600"}}, {}, {})
+    assert built["resources"] == {
+        "select": select,
+        "walltime": "01:00:00",
+        "place": "free",
+        "ncpus": "96",
+        "nodect": "2",
+        "mpiprocs": "96",
+        "mem": "68719476736b",
+    }
+    nodes = standin_submit._resources({"l": {"nodes": "2:ppn=4", "mem": "10GB"}}, {}, {})["resources"]
+    assert (nodes["select"], nodes["place"], nodes["ncpus"], nodes["mem"]) == ("2:ncpus=4", "scatter", "8", "10gb")
+    monkeypatch.setenv("PBS_STANDIN_FLAVOR", "torque")
+    torque = standin_submit._resources({"l": {"nodes": "4:ppn=24", "walltime": "70:00:00"}}, {}, {})
+    assert torque["resources"] == {"nodes": "4:ppn=24", "walltime": "70:00:00", "nodect": "4"}
