@@ -154,6 +154,24 @@ def render(experiment: str, site: str | None, overrides: tuple[str, ...], output
         click.echo(rendered.text, nl=False)
 
 
+@main.command()
+@click.argument("experiment", type=click.Path(dir_okay=False))
+@click.option("--site", "site", metavar="NAME", help="Site config (name or path); default: the file's, else detected.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the experiment.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def submit(experiment: str, site: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
+    """Check, render and submit EXPERIMENT as one job (its parameter sweep is `hpcjobs sweep`)."""
+    from hpcjobs.submit import submit_experiment
+
+    sub = submit_experiment(experiment, site=site, overrides=overrides)
+    if as_json:
+        click.echo(json.dumps({"job_id": sub.job_id, "script": str(sub.script), "tag": sub.tag.render(),
+                               "site": sub.site, "scheduler": sub.scheduler}))
+    else:
+        click.echo(f"submitted job {sub.job_id} to {sub.site} ({sub.scheduler}); script {sub.script}")
+
+
 @main.group()
 def site() -> None:
     """List, show and validate site configs."""

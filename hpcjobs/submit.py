@@ -10,6 +10,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcjobs.errors import CommandError, CommandTimeout
 from hpcjobs.output import atomic_write_text
 from hpcjobs.render.script import RenderedScript, render_experiment
 from hpcjobs.schedulers.base import SubmitOptions
@@ -77,7 +78,13 @@ def submit_rendered(
         from dataclasses import replace
 
         opts = replace(opts, comment=tag.render())
-    job_id = client.submit(script, opts, cwd=os.fspath(base))
+    try:
+        job_id = client.submit(script, opts, cwd=os.fspath(base))
+    except CommandTimeout:
+        raise  # it may have been queued: keep the script that the job would run
+    except CommandError:
+        script.unlink(missing_ok=True)  # refused: leave nothing half-done behind
+        raise
     return Submission(job_id, script, tag, job.site.name, job.scheduler)
 
 

@@ -124,3 +124,43 @@ def test_light_commands_do_not_import_pandas_or_submitit(argv):
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "HEAVY=\n" in proc.stdout, proc.stdout + proc.stderr
+
+
+def _fake_sbatch(monkeypatch, rc: int, stdout: str, stderr: str) -> list[list[str]]:
+    from hpcjobs import process
+    from hpcjobs.errors import CommandError
+    from hpcjobs.process import CommandResult
+
+    calls: list[list[str]] = []
+
+    def fake(argv, *, timeout=60.0, input=None, env=None, cwd=None, check=True):  # noqa: A002
+        calls.append(list(argv))
+        if check and rc:
+            raise CommandError(argv, rc, stdout, stderr)
+        return CommandResult(tuple(argv), rc, stdout, stderr, 0.0)
+
+    monkeypatch.setattr(process, "run_command", fake)
+    return calls
+
+
+def test_submit_json(runner, tmp_path, monkeypatch):
+    calls = _fake_sbatch(monkeypatch, 0, "4242\n", "")
+    monkeypatch.chdir(tmp_path)
+    site = ROOT / "tests" / "sites" / "hpctest.yaml"
+    result = runner.invoke(main, ["submit", str(ROOT / "examples/hello.yaml"), "--site", str(site), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["job_id"] == "4242" and out["scheduler"] == "slurm"
+    assert calls[0][:2] == ["sbatch", "--parsable"] and calls[0][2] == f"--comment={out['tag']}"
+    assert Path(out["script"]).is_file()
+
+
+def test_submit_scheduler_failure_exit_1_shows_command_and_stderr(runner, tmp_path, monkeypatch):
+    _fake_sbatch(monkeypatch, 1, "", "sbatch: error: Batch job submission failed: Invalid account\n")
+    monkeypatch.chdir(tmp_path)
+    site = ROOT / "tests" / "sites" / "hpctest.yaml"
+    result = runner.invoke(main, ["submit", str(ROOT / "examples/hello.yaml"), "--site", str(site)])
+    assert result.exit_code == 1
+    assert "command `sbatch --parsable" in result.output and "exited with code 1" in result.output
+    assert "Invalid account" in result.output
+    assert not list((tmp_path / "hpcjobs-logs" / "scripts").glob("*.sh"))  # nothing left behind

@@ -79,4 +79,4 @@ def load_experiment(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Ex
             if any(key[: len(p)] == tuple(str(x) for x in p) for p in overridden):
                 problem.file, problem.line, problem.column = "--set", None, None
         raise ConfigError(exc.problems) from None
-    return experiment, YamlDocument(data, doc.file, doc.positions)
+    return experiment, YamlDocument(data, doc.file, doc.positions, frozenset(overridden))

@@ -49,6 +49,7 @@ class YamlDocument:
     data: Any
     file: str
     positions: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)
+    overridden: frozenset[KeyPath] = frozenset()
 
     def position(self, path: KeyPath) -> tuple[int | None, int | None]:
         """Best known position for ``path``: the path itself, else its nearest ancestor."""
@@ -60,9 +61,12 @@ class YamlDocument:
         return self.positions.get((), (None, None))
 
     def problem(self, path: KeyPath, message: str, **kwargs: Any) -> ConfigProblem:
-        """A :class:`ConfigProblem` located at ``path`` in this document."""
-        line, col = self.position(path)
+        """A :class:`ConfigProblem` located at ``path`` in this document (or on ``--set``, if overridden)."""
         key = ".".join(str(p) for p in path) if path else None
+        p = tuple(str(x) for x in path)
+        if any(p[: len(o)] == tuple(str(x) for x in o) for o in self.overridden):
+            return ConfigProblem(message, file="--set", key=key, **kwargs)
+        line, col = self.position(path)
         return ConfigProblem(message, file=self.file, line=line, column=col, key=key, **kwargs)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,9 +104,25 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
     return RenderedScript(job, text, name)
 
 
+def detect_current_site() -> str:
+    """The site of this machine: ``HPCJOBS_SITE``, host name and environment, then Slurm's ClusterName.
+
+    ``scontrol show config`` is asked only when nothing else matched and ``scontrol`` is on PATH.
+    """
+    name = detect_site()
+    if name == "local" and shutil.which("scontrol"):
+        from hpcjobs.schedulers import get_backend
+        from hpcjobs.schedulers.client import SchedulerClient
+
+        cluster = SchedulerClient(get_backend("slurm")).cluster_name()
+        if cluster:
+            name = detect_site(cluster_name=cluster)
+    return name
+
+
 def load_site_for(experiment: Experiment, site_override: str | None = None) -> tuple[SiteConfig, str]:
     """The site config an experiment runs on (``--site`` > the file's ``site:`` > detected) and its path."""
-    name = site_override or experiment.site or detect_site()
+    name = site_override or experiment.site or detect_current_site()
     path = find_site(name)
     return load_site_file(path), str(path)
 
