@@ -133,7 +133,7 @@ def _fake_sbatch(monkeypatch, rc: int, stdout: str, stderr: str) -> list[list[st
 
     calls: list[list[str]] = []
 
-    def fake(argv, *, timeout=60.0, input=None, env=None, cwd=None, check=True):  # noqa: A002
+    def fake(argv, *, timeout=60.0, input=None, env=None, cwd=None, check=True):
         calls.append(list(argv))
         if check and rc:
             raise CommandError(argv, rc, stdout, stderr)

@@ -26,7 +26,7 @@ class FakeSeam:
         self.answers = answers  # name -> list of (rc, stdout, stderr), consumed in order (last one repeats)
         self.calls: list[list[str]] = []
 
-    def __call__(self, argv, *, timeout=60.0, input=None, env=None, cwd=None, check=True):  # noqa: A002
+    def __call__(self, argv, *, timeout=60.0, input=None, env=None, cwd=None, check=True):
         self.calls.append(list(argv))
         queue = self.answers[argv[0]]
         rc, out, err = queue.pop(0) if len(queue) > 1 else queue[0]
