@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
-from xml.sax.saxutils import escape
 
 import standin_state as st
 
@@ -199,6 +198,11 @@ def render_xml(jobs: list[tuple[str, list[Attr]]]) -> str:
         parts.append("</Job>")
     parts.append("</Data>")
     return '<?xml version="1.0"?>\n' + "".join(parts) + "\n"
+
+
+def escape(text: str) -> str:
+    """Escape ``&``, ``<`` and ``>`` for XML element text."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _cut_star(value: str, width: int) -> str:

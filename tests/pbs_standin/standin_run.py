@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import standin_acct as acct
 import standin_state as st
 
-POLL = 0.05
+POLL = 0.05  # while processes run (exit, walltime, qdel checks)
+IDLE_POLL = 0.2  # while waiting for a hold or a dependency
 
 
 def spawn(root: Path, seq: int) -> int:
@@ -404,7 +405,7 @@ def run(seq: int) -> None:
                     if parent and parent["kind"] == "array":
                         finish_array(root, parent)
                 del handles[key]
-        time.sleep(POLL)
+        time.sleep(POLL if handles else IDLE_POLL)
 
 
 def _show_exiting(root: Path, seq: int, index: int | None, delay: float) -> None:
