@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.schedulers.base import SchedulerBackend
+from hpcjobs.schedulers.pbs import PbsProBackend, TorqueBackend
 from hpcjobs.schedulers.slurm import SlurmBackend
 
-#: Scheduler family → backend. PBS Pro, Torque and local register here too.
+#: Scheduler family → backend.
 BACKENDS: dict[str, SchedulerBackend] = {
     "slurm": SlurmBackend(),
+    "pbspro": PbsProBackend(),
+    "torque": TorqueBackend(),
 }
 
 

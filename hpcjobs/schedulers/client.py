@@ -89,10 +89,13 @@ class SchedulerClient:
         fallback = getattr(self.backend, "fallback_status_argv", None)
         if result.returncode == 0:
             records = self.backend.parse_status(result.stdout)
-            missing = [j for j in job_ids if not _covers(records, j)]
+            missing = [j for j in job_ids if not self.covers(records, j)]
             if missing and fallback is not None:
                 records += self._fallback_status(missing, check=False)
             return records
+        tolerable = getattr(self.backend, "tolerable_status_error", None)
+        if tolerable is not None and tolerable(result.stderr):
+            return self.backend.parse_status(result.stdout)  # some ids unknown; the rest are reported
         unavailable = getattr(self.backend, "accounting_unavailable", None)
         if fallback is not None and unavailable is not None and unavailable(result.stderr):
             log.info("accounting unavailable (%s); using %s", result.stderr.strip(), fallback(job_ids)[0])
@@ -106,6 +109,15 @@ class SchedulerClient:
         if check:
             raise CommandError(res.argv, res.returncode, res.stdout, res.stderr)
         return []  # squeue exits 1 when it knows none of the ids
+
+    def covers(self, records: Sequence[JobStatus], job_id: str) -> bool:
+        """Whether ``records`` say anything about ``job_id`` (a job, an array, or one array task).
+
+        Uses the backend's ``same_job`` when it has one (PBS ids may carry a different server suffix).
+        """
+        same = getattr(self.backend, "same_job", None) or (lambda a, b: a == b)
+        return any(same(r.job_id, job_id) or (r.array_job_id is not None and same(r.array_job_id, job_id))
+                   for r in records)
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Cancel ``job_ids`` in one call (unknown or finished jobs are not an error on Slurm)."""
@@ -166,7 +178,7 @@ class SchedulerClient:
         deadline = None if timeout is None else clock() + timeout
         for delay in schedule.delays():
             records = self.status(job_ids)
-            if all(_covers(records, j) for j in job_ids) and done(records):
+            if all(self.covers(records, j) for j in job_ids) and done(records):
                 return records
             if deadline is not None and clock() + delay > deadline:
                 active = [f"{r.job_id}={r.state}" for r in records if r.state not in TERMINAL_STATES]
@@ -179,7 +191,3 @@ def all_terminal(records: Sequence[JobStatus]) -> bool:
     """True when every record is in a terminal state and no array range is still collapsed (pending)."""
     return all(r.state in TERMINAL_STATES and r.array_task_spec is None for r in records)
 
-
-def _covers(records: Sequence[JobStatus], job_id: str) -> bool:
-    """Whether ``records`` say anything about ``job_id`` (a job, an array, or one array task)."""
-    return any(r.job_id == job_id or r.array_job_id == job_id for r in records)

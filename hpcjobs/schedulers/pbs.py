@@ -1,0 +1,169 @@
+"""PBS Pro / OpenPBS and Torque backends: ``qsub``/``qstat``/``qdel`` builders and parsers.
+
+The parsers live in :mod:`hpcjobs.formats.pbs` and :mod:`hpcjobs.formats.torque`
+(pure, tested on real recorded output); this module assembles them.
+
+The hpcjobs tag travels as ``-v HPCJOBS_TAG=<tag>`` (PBS has no free-text job
+comment a user can set), which qstat reports in ``Variable_List``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from hpcjobs.formats import pbs as fmt
+from hpcjobs.formats import torque as tfmt
+from hpcjobs.schedulers.base import ArraySpec, ClusterLimits, JobStatus, SubmitOptions
+
+
+def pbs_array_argument(array: ArraySpec) -> str:
+    """PBS Pro ``-J`` value: ``0-99``, ``0-99:2``, ``0-99%10``."""
+    text = f"{array.start}-{array.end}" + (f":{array.step}" if array.step != 1 else "")
+    return text + (f"%{array.throttle}" if array.throttle else "")
+
+
+def torque_array_argument(array: ArraySpec) -> str:
+    """Torque ``-t`` value: ``0-99``, ``0,2,4``, ``0-99%10`` (no step syntax: steps are listed)."""
+    text = f"{array.start}-{array.end}" if array.step == 1 else ",".join(str(i) for i in array.indices())
+    return text + (f"%{array.throttle}" if array.throttle else "")
+
+
+class PbsProBackend:
+    """PBS Pro / OpenPBS commands and output parsers."""
+
+    name = "pbspro"
+    directive_prefix = "#PBS"
+    array_index_var = "PBS_ARRAY_INDEX"
+
+    def _array_flag(self, array: ArraySpec) -> list[str]:
+        return ["-J", pbs_array_argument(array)]
+
+    def submit_argv(self, script: Path, options: SubmitOptions) -> list[str]:
+        """``qsub`` with the options as arguments (command-line options win over ``#PBS`` lines)."""
+        argv = ["qsub"]
+        if options.array is not None:
+            argv += self._array_flag(options.array)
+        if options.dependencies:
+            argv += ["-W", "depend=afterok:" + ":".join(options.dependencies)]
+        if options.job_name:
+            argv += ["-N", options.job_name]
+        if options.comment:
+            argv += ["-v", f"HPCJOBS_TAG={options.comment}"]
+        if options.hold:
+            argv += ["-h"]
+        argv += list(options.extra_args)
+        argv.append(str(script))
+        return argv
+
+    def parse_submit(self, stdout: str) -> str:
+        """The job id qsub printed (``1234.server``, ``1234[].server``)."""
+        return fmt.parse_qsub_output(stdout)
+
+    def status_argv(self, job_ids: Sequence[str]) -> list[str]:
+        """One ``qstat -x -f -F json -t`` call for every job (array parents list their subjobs)."""
+        return fmt.qstat_status_argv(job_ids)
+
+    def parse_status(self, stdout: str) -> list[JobStatus]:
+        """Records of :meth:`status_argv` output, one per job, array parent or subjob."""
+        return fmt.parse_qstat_json_status(stdout)
+
+    def fallback_status_argv(self, job_ids: Sequence[str]) -> list[str]:
+        """``qstat -x -f -t`` text, for servers whose JSON output is broken."""
+        return fmt.qstat_text_status_argv(job_ids)
+
+    def parse_fallback_status(self, stdout: str) -> list[JobStatus]:
+        """Records of :meth:`fallback_status_argv` output."""
+        return fmt.parse_qstat_text_status(stdout)
+
+    def accounting_unavailable(self, stderr: str) -> bool:
+        """Whether the JSON status call failed in a way the text form avoids (an old qstat without -F)."""
+        return "illegal option" in stderr.lower() or "invalid option" in stderr.lower()
+
+    def tolerable_status_error(self, stderr: str) -> bool:
+        """qstat exits non-zero when some ids are unknown but still prints the others."""
+        errors = fmt.parse_error_lines(stderr)
+        return bool(errors) and all(e.kind in (fmt.UNKNOWN_JOB, fmt.JOB_FINISHED) for e in errors)
+
+    def same_job(self, a: str, b: str) -> bool:
+        """Same job by sequence number and array index, whatever the server suffix."""
+        try:
+            return fmt.same_job(a, b)
+        except Exception:
+            return a == b
+
+    def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
+        """``qdel`` of all ``job_ids`` in one call."""
+        return ["qdel", *job_ids]
+
+    def parse_limits(self, stdout: str) -> ClusterLimits:
+        """``max_array_size`` from ``qstat -B -f -F json`` (server attributes)."""
+        import json
+
+        try:
+            servers = json.loads(stdout).get("Server", {})
+        except ValueError:
+            return ClusterLimits()
+        for attrs in servers.values():
+            size = fmt.as_int(attrs.get("max_array_size"))
+            return ClusterLimits(max_array_size=size)
+        return ClusterLimits()
+
+    def config_argv(self) -> list[str]:
+        """Server attributes (``qstat -B -f -F json``)."""
+        return ["qstat", "-B", "-f", "-F", "json"]
+
+    def parse_cluster_name(self, stdout: str) -> str | None:
+        """The PBS server name."""
+        import json
+
+        try:
+            servers = json.loads(stdout).get("Server", {})
+        except ValueError:
+            return None
+        return next(iter(servers), None)
+
+
+class TorqueBackend(PbsProBackend):
+    """Torque commands: ``-t`` arrays, ``qstat -f -x`` XML, ``PBS_ARRAYID``."""
+
+    name = "torque"
+    array_index_var = "PBS_ARRAYID"
+
+    def _array_flag(self, array: ArraySpec) -> list[str]:
+        return ["-t", torque_array_argument(array)]
+
+    def status_argv(self, job_ids: Sequence[str]) -> list[str]:
+        """One ``qstat -f -x -t`` call (XML) for every job."""
+        return tfmt.torque_status_argv(job_ids)
+
+    def parse_status(self, stdout: str) -> list[JobStatus]:
+        """Records of Torque's XML status output."""
+        return tfmt.parse_torque_xml_status(stdout)
+
+    def fallback_status_argv(self, job_ids: Sequence[str]) -> list[str]:
+        """``qstat -f -t`` text."""
+        return ["qstat", "-f", "-t", *job_ids]
+
+    def parse_fallback_status(self, stdout: str) -> list[JobStatus]:
+        """Records of Torque's ``qstat -f`` text."""
+        return tfmt.parse_torque_text_status(stdout)
+
+    def config_argv(self) -> list[str]:
+        """Torque's ``qmgr -c 'print server'`` is admin-oriented; limits come from the site config."""
+        return ["qstat", "-B", "-f"]
+
+    def parse_limits(self, stdout: str) -> ClusterLimits:
+        """``max_job_array_size`` from ``qstat -B -f`` text, when the server sets it."""
+        for line in stdout.splitlines():
+            key, _, value = line.strip().partition(" = ")
+            if key == "max_job_array_size" and value.strip().isdigit():
+                return ClusterLimits(max_array_size=int(value))
+        return ClusterLimits()
+
+    def parse_cluster_name(self, stdout: str) -> str | None:
+        """The server name from ``qstat -B -f`` (``Server: name``)."""
+        for line in stdout.splitlines():
+            if line.startswith("Server:"):
+                return line.split(":", 1)[1].strip() or None
+        return None
