@@ -1,7 +1,9 @@
 """pytest fixture for the PBS stand-in (fake ``qsub``/``qstat``/``qdel``/``qrls``/``qrerun``).
 
-Use from a conftest or test module (``tests/`` must be on ``sys.path``, which pytest's default
-``prepend`` import mode arranges for modules under ``tests/``)::
+Use from a conftest or test module. ``tests/`` must be on ``sys.path``: pytest's default
+``prepend`` mode adds it when it collects this package; a folder without ``__init__.py`` run on
+its own needs ``pythonpath = ["tests"]`` in the pytest config or
+``sys.path.insert(0, str(Path(__file__).resolve().parents[1]))`` in its conftest::
 
     from pbs_standin.fixture import pbs_standin, wait_for_state  # noqa: F401
 

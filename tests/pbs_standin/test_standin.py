@@ -328,27 +328,33 @@ def _key_order_consistent(ours: list[str], real: list[str]) -> bool:
 @BOTH
 def test_full_text_layout_matches_real_samples(pbs_standin: PbsStandin) -> None:
     long_var = "X" * 150
-    job = pbs_standin.qsub("-v", f"LONG={long_var},B=1", script="#!/bin/bash\nexit 0\n")
-    wait_for_state(job, DONE[pbs_standin.flavor])
-    args = ["qstat", "-f", "-x", job] if pbs_standin.flavor == "pbspro" else ["qstat", "-f", job]
-    text = pbs_standin.run(*args).stdout
+    done = pbs_standin.qsub("-A", "acct", "-v", f"LONG={long_var},B=1", script="#!/bin/bash\nexit 0\n")
+    wait_for_state(done, DONE[pbs_standin.flavor])
+    running = pbs_standin.qsub("-l", "walltime=00:05:00", script="#!/bin/bash\nsleep 30\n")
+    held = pbs_standin.qsub("-W", f"depend=afterok:{running}", "-M", "me@x", script="#!/bin/bash\ntrue\n")
+    wait_for_state(running, "R")
+    wait_for_state(held, "H")
+    args = ["qstat", "-f", "-x"] if pbs_standin.flavor == "pbspro" else ["qstat", "-f"]
+    text = pbs_standin.run(*args, done, running, held).stdout
     limit = 78 if pbs_standin.flavor == "pbspro" else 77
-    assert text.startswith(f"Job Id: {job}\n") and text.endswith("\n\n")
-    for line in text.rstrip("\n").split("\n")[1:]:
-        assert line.startswith(("    ", "\t")) and len(line.expandtabs(1)) <= limit + 1
-    groups = _blocks(text)
-    for group in groups:
-        original, produced = _rewrap(group, limit)
-        assert produced == original
-    ours = [g[0][4:].split(" = ")[0] for g in groups]
+    assert text.startswith(f"Job Id: {done}\n") and text.endswith("\n\n")
+    assert [line[8:] for line in text.split("\n") if line.startswith("Job Id: ")] == [done, running, held]
     sample = DATA / (
         "aiida_pbspro-epfl_qstat-f_6jobs_tab-continuation.txt"
         if pbs_standin.flavor == "pbspro"
         else "aiida_torque-ichec_qstat-f_unexpected-newlines.txt"
     )
-    for block in sample.read_text().split("Job Id: ")[1:]:
-        real = [g[0][4:].split(" = ")[0] for g in _blocks(block)]
-        assert _key_order_consistent(ours, real), (ours, real)
+    real_blocks = [[g[0][4:].split(" = ")[0] for g in _blocks(b)] for b in sample.read_text().split("Job Id: ")[1:]]
+    for block in text.split("\n\n")[:3]:
+        for line in block.split("\n")[1:]:
+            assert line.startswith(("    ", "\t")) and len(line.expandtabs(1)) <= limit + 1
+        groups = _blocks(block)
+        for group in groups:
+            original, produced = _rewrap(group, limit)
+            assert produced == original
+        ours = [g[0][4:].split(" = ")[0] for g in groups]
+        for real in real_blocks:
+            assert _key_order_consistent(ours, real), (ours, real)
 
 
 def _types(obj: dict[str, object]) -> dict[str, str]:
