@@ -449,7 +449,8 @@ def _delete_one(root: Path, operand: str, requestor: str, delete_history: bool, 
     if parent is not None and (array is None) == (parent["kind"] == "job"):
         rec = parent if not array else st.load(root, seq, int(array))
     if rec is None:
-        _err(f"qdel: Unknown Job Id {operand}" if flavor == "pbspro" else f"qdel: Unknown Job Id Error {operand}")
+        full = st.job_id(seq, array)
+        _err(f"qdel: Unknown Job Id {operand}" if flavor == "pbspro" else f"qdel: Unknown Job Id Error {full}")
         return PBSE_UNKJOBID
     if rec.get("done"):
         if delete_history:
@@ -457,8 +458,11 @@ def _delete_one(root: Path, operand: str, requestor: str, delete_history: bool, 
         if flavor == "pbspro":
             _err(f"qdel: Job has finished {operand}")
             return PBSE_HISTJOBID
-        _err(f"qdel: Invalid state for job - COMPLETE {operand}")
-        return 15050
+        _err(f"qdel: Request invalid for state of job MSG=invalid state for job - COMPLETE {rec['id']}")
+        return 15016  # PBSE_BADSTATE (exit status derived)
+    if rec["state"] == "E":
+        _err(f"qdel: Request invalid for state of job {operand}")
+        return 15016  # PBSE_BADSTATE: the job is exiting
     acct.deleted(root, rec["id"], requestor)
     units = st.subjobs(root, rec) if rec["kind"] == "array" else [rec]
     for unit in units:

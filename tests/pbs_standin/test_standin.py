@@ -112,8 +112,14 @@ def test_qdel_running_and_held_jobs(pbs_standin: PbsStandin) -> None:
     assert ("D", running) in kinds and ("E", running) in kinds
     assert ("D", held) in kinds and ("E", held) not in kinds
     unknown = pbs_standin.run("qdel", "999")
-    word = "Unknown Job Id" if pbs_standin.flavor == "pbspro" else "Unknown Job Id Error"
-    assert (unknown.returncode, unknown.stderr) == (153, f"qdel: {word} 999\n")
+    said = "Unknown Job Id 999" if pbs_standin.flavor == "pbspro" else f"Unknown Job Id Error 999.{pbs_standin.server}"
+    assert (unknown.returncode, unknown.stderr) == (153, f"qdel: {said}\n")
+    again = pbs_standin.run("qdel", running)
+    if pbs_standin.flavor == "pbspro":
+        assert (again.returncode, again.stderr) == (35, f"qdel: Job has finished {running}\n")
+    else:
+        msg = f"qdel: Request invalid for state of job MSG=invalid state for job - COMPLETE {running}\n"
+        assert (again.returncode, again.stderr) == (168, msg)
 
 
 def test_qdel_finished_job(pbs_standin: PbsStandin) -> None:
@@ -420,6 +426,8 @@ def test_exiting_state_and_executable_form(pbs_standin: PbsStandin) -> None:
     job = pbs_standin.run("qsub", "-N", "ex", "--", "/bin/echo", "hello", "world").stdout.strip()
     info = wait_for_state(job, "E")
     assert (info["substate"], "Exit_status" in info) == (51, False)
+    refused = pbs_standin.run("qdel", job)
+    assert (refused.returncode, refused.stderr) == (168, f"qdel: Request invalid for state of job {job}\n")
     done = wait_for_state(job, "F")
     assert done["Submit_arguments"] == "-N ex -- /bin/echo hello world"
     seq = job.split(".")[0]
