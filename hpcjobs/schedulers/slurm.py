@@ -107,3 +107,42 @@ class SlurmBackend:
                 if re.fullmatch(r"\d+", value.strip()):
                     limits.append(int(value))
         return min(limits) if limits else None
+
+    def tag_query_argvs(self, name: str, user: str) -> list[list[str]]:
+        """Calls that list the user's jobs called ``name`` with their comments (live ones, then finished).
+
+        Used to find out whether a submission whose answer was lost did reach the scheduler.
+        ``squeue`` knows a job from the moment it is queued; ``sacct`` knows it after it leaves
+        ``squeue`` (``MinJobAge``), with a lag of a few seconds at submission.
+        """
+        return [
+            ["squeue", "--noheader", "--states=all", f"--user={user}", f"--name={name}", "--format=%F|%k"],
+            ["sacct", "--noheader", "--parsable2", "-X", f"--user={user}", f"--name={name}",
+             "--starttime=now-14days", "--format=JobID,Comment"],
+        ]
+
+    def parse_tag_query(self, stdout: str) -> list[tuple[str, str]]:
+        """``(job id, comment)`` pairs from :meth:`tag_query_argvs` output; array tasks give their array id."""
+        out: list[tuple[str, str]] = []
+        for line in stdout.splitlines():
+            if "|" not in line:
+                continue
+            job, comment = line.split("|", 1)
+            job = job.strip()
+            if not job:
+                continue
+            try:
+                base = fmt.parse_job_id(job).base_id
+            except Exception:  # noqa: BLE001 - a line that is not a job is not a match
+                continue
+            out.append((base, comment.strip()))
+        return out
+
+    def queued_argv(self, user: str) -> list[str]:
+        """Every queued or running job and array task of ``user``, one per line (for submit limits)."""
+        return ["squeue", "--noheader", "--array", f"--user={user}",
+                "--states=PENDING,RUNNING,SUSPENDED,CONFIGURING,COMPLETING,REQUEUED", "--format=%i"]
+
+    def parse_queued(self, stdout: str) -> int:
+        """How many jobs/tasks :meth:`queued_argv` listed."""
+        return sum(1 for line in stdout.splitlines() if line.strip())
