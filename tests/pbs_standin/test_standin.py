@@ -7,6 +7,7 @@ import json
 import re
 import shlex
 import sys
+import time
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -241,8 +242,10 @@ def test_qrerun_requeues_with_r_record(pbs_standin: PbsStandin) -> None:
     script = f"#!/bin/bash\nif [ -e {marker} ]; then exit 0; fi\ntouch {marker}\nsleep 60\n"
     job = pbs_standin.qsub(script=script)
     wait_for_state(job, "R")
-    while not marker.exists():
-        pass
+    for _ in range(300):  # the job touches the marker right after it starts
+        if marker.exists():
+            break
+        time.sleep(0.05)
     assert pbs_standin.run("qrerun", job).returncode == 0
     info = wait_for_state(job, "F")
     assert (info["Exit_status"], info["run_count"]) == (0, 2)
