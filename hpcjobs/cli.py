@@ -184,11 +184,12 @@ def site_list(as_json: bool) -> None:
     """List the sites on the search path."""
     from hpcjobs.config.sites import list_sites, load_site_file
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for entry in list_sites():
         try:
             cfg = load_site_file(entry.path)
-            scheduler, description, ok = cfg.scheduler, cfg.description, True
+            scheduler: str = cfg.scheduler
+            description, ok = cfg.description, True
         except ConfigError:
             scheduler, description, ok = "?", "(invalid: run `hpcjobs site validate`)", False
         rows.append({"name": entry.name, "scheduler": scheduler, "description": description,
@@ -200,7 +201,7 @@ def site_list(as_json: bool) -> None:
 
     table = Table("site", "scheduler", "description", "file", box=None)
     for r in rows:
-        table.add_row(r["name"], r["scheduler"], r["description"], r["path"])
+        table.add_row(str(r["name"]), str(r["scheduler"]), str(r["description"]), str(r["path"]))
     console(stderr=False).print(table)
 
 

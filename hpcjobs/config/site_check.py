@@ -25,7 +25,8 @@ def check_site_files(files: Sequence[str]) -> list[ConfigProblem]:
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
-        for partition in list(site.partitions) or [None]:
+        partitions: list[str | None] = list(site.partitions) or [None]
+        for partition in partitions:
             exp = Experiment(name="validate", command="true", partition=partition,
                              account=site.default_account or (site.accounts[0] if site.accounts else
                                                               ("validate" if site.account_required else None)))

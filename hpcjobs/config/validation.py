@@ -108,4 +108,4 @@ def validate_document(model: type[M], doc: YamlDocument, data: Any = None, prefi
     try:
         return model.model_validate(payload)
     except ValidationError as exc:
-        raise ConfigError([_describe(e, model, doc, prefix) for e in exc.errors()]) from None
+        raise ConfigError([_describe(dict(e), model, doc, prefix) for e in exc.errors()]) from None

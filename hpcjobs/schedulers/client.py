@@ -129,7 +129,7 @@ class SchedulerClient:
         config_argv = getattr(self.backend, "config_argv", None)
         if config_argv is None:
             return ClusterLimits()
-        limits = self.backend.parse_limits(self.run(config_argv()).stdout)  # type: ignore[attr-defined]
+        limits: ClusterLimits = self.backend.parse_limits(self.run(config_argv()).stdout)  # type: ignore[attr-defined]
         user_argv = getattr(self.backend, "user_limits_argv", None)
         if user_argv is not None:
             try:
@@ -149,7 +149,8 @@ class SchedulerClient:
             result = self.run(config_argv(), timeout=10)
         except HpcJobsError:
             return None
-        return self.backend.parse_cluster_name(result.stdout)  # type: ignore[attr-defined]
+        name: str | None = self.backend.parse_cluster_name(result.stdout)  # type: ignore[attr-defined]
+        return name
 
     def wait(
         self,
