@@ -1,0 +1,244 @@
+"""Where a report's data comes from: a live ``sacct`` query or a saved file, then the report filters.
+
+:func:`load_report_frame` is the one library call behind ``hpcjobs report``: it reads the
+accounting data (detecting the format of a saved file), and applies the time, user, account,
+partition and sweep filters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from hpcjobs.errors import ConfigError
+
+#: Formats :func:`detect_format` can name.
+FORMATS = ("sacct-parsable2", "sacct-json", "qstat-json", "qstat-text", "torque-xml", "pbs-accounting",
+           "torque-accounting")
+
+_ACCOUNTING_LINE = re.compile(r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;[A-Za-z];[^;]+;", re.M)
+_RELATIVE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+
+
+@dataclass(frozen=True)
+class ReportFilters:
+    """What a report is about; every field optional (``None`` = no filter).
+
+    Attributes:
+        since: Jobs active at or after this time (submitted before ``until`` and not ended before it).
+        until: Jobs submitted before this time.
+        users: User names.
+        accounts: Accounts / projects.
+        partitions: Partitions / queues.
+        sweep: hpcjobs sweep id (from the job tag).
+    """
+
+    since: datetime | None = None
+    until: datetime | None = None
+    users: tuple[str, ...] = ()
+    accounts: tuple[str, ...] = ()
+    partitions: tuple[str, ...] = ()
+    sweep: str | None = None
+
+
+def parse_when(text: str, *, now: datetime | None = None) -> datetime:
+    """A time given on the command line: ``7d``/``12h``/``30m``/``2w`` ago, or an ISO date/time (UTC if naive).
+
+    Raises:
+        ConfigError: Neither form.
+    """
+    now = now or datetime.now(timezone.utc)
+    m = _RELATIVE.match(text)
+    if m:
+        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m[2]]
+        return now - timedelta(**{unit: int(m[1])})
+    try:
+        t = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError(f"not a time: {text!r} (use a date like 2026-11-30, a time like "
+                          "2026-11-30T08:00, or an age like 7d, 12h)") from None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def detect_format(text: str) -> str:
+    """Name the format of saved scheduler output (one of :data:`FORMATS`).
+
+    Raises:
+        ConfigError: Not a format hpcjobs reads.
+    """
+    head = text.lstrip()[:4096]
+    if head.startswith("{"):
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"file looks like JSON but is not valid: {exc}") from None
+        if isinstance(doc, dict) and isinstance(doc.get("jobs"), list):
+            return "sacct-json"
+        if isinstance(doc, dict) and ("Jobs" in doc or "pbs_version" in doc or "pbs_server" in doc):
+            return "qstat-json"
+        raise ConfigError("JSON file is neither `sacct --json` (no 'jobs' list) nor `qstat -F json` output")
+    if head.startswith("<"):
+        return "torque-xml"
+    if _ACCOUNTING_LINE.search(head):
+        pbs_markers = ("Resource_List.select=", "exec_vnode=", "run_count=", "Resource_List.ncpus=")
+        return "pbs-accounting" if any(m in text for m in pbs_markers) else "torque-accounting"
+    if head.startswith("Job Id:") or "\nJob Id:" in head:
+        return "qstat-text"
+    first = head.splitlines()[0] if head else ""
+    if "|" in first:
+        return "sacct-parsable2"
+    raise ConfigError("cannot tell the format of the file: expected sacct --parsable2 text, sacct --json, "
+                      "qstat -f (-F json) output, Torque qstat -x XML or a PBS/Torque accounting log")
+
+
+def read_saved(path: str | os.PathLike[str], *, scheduler: str | None = None, tz: str | None = None,
+               sacct_fields: Sequence[str] | None = None) -> pd.DataFrame:
+    """Read a saved scheduler output file of any supported format into the accounting schema.
+
+    Args:
+        path: The file (or a PBS/Torque accounting directory).
+        scheduler: ``slurm``, ``pbspro`` or ``torque`` to settle what detection cannot (a
+            ``qstat -f`` text or an accounting log of Torque rather than PBS).
+        tz: Time zone the file's times were written in (sacct text, PBS/Torque logs); default UTC
+            for sacct text, the machine's zone for PBS/Torque logs.
+        sacct_fields: ``--format`` fields of headerless sacct text (default: a header line, else
+            :data:`hpcjobs.accounting.slurm.SACCT_ACCOUNTING_FIELDS`).
+
+    Returns:
+        A schema DataFrame.
+
+    Raises:
+        ConfigError: Unreadable file, unknown format, or sacct text whose field count is unknown.
+    """
+    # hpcjobs.accounting.pbs imported first hits the formats.pbs <-> schedulers import cycle (cc95783);
+    # importing the schedulers package first resolves it. Remove when the cycle is fixed.
+    import hpcjobs.schedulers  # noqa: F401
+
+    p = Path(path)
+    if p.is_dir():
+        fmt = "torque-accounting" if scheduler == "torque" else "pbs-accounting"
+        text = ""
+    else:
+        try:
+            text = p.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise ConfigError(f"cannot read {p}: {exc.strerror}") from None
+        fmt = detect_format(text)
+    if scheduler == "torque" and fmt == "pbs-accounting":
+        fmt = "torque-accounting"
+    if scheduler == "pbspro" and fmt == "torque-accounting":
+        fmt = "pbs-accounting"
+    if fmt == "sacct-parsable2":
+        from hpcjobs.accounting.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
+
+        lines = text.splitlines()
+        fields = list(sacct_fields) if sacct_fields else None
+        if fields is None and lines and lines[0].split("|")[0] == "JobID":
+            fields = lines[0].split("|")
+        fields = fields or list(SACCT_ACCOUNTING_FIELDS)
+        n = len(lines[0].split("|")) if lines else 0
+        if n != len(fields):
+            raise ConfigError(f"{p}: sacct text has {n} fields per line but {len(fields)} field names; save it "
+                              "with its header (sacct --parsable2 without --noheader) or give --sacct-fields")
+        return read_sacct_parsable2(text, fields, tz=tz or "UTC")
+    if fmt == "sacct-json":
+        from hpcjobs.accounting.slurm import read_sacct_json
+
+        return read_sacct_json(text)
+    if fmt == "qstat-json":
+        from hpcjobs.accounting.pbs import read_qstat_json
+
+        return read_qstat_json(text, tz=tz)
+    if fmt == "qstat-text":
+        if scheduler == "torque":
+            from hpcjobs.accounting.torque import read_torque_qstat_text
+
+            return read_torque_qstat_text(text, tz=tz)
+        from hpcjobs.accounting.pbs import read_qstat_text
+
+        return read_qstat_text(text, tz=tz)
+    if fmt == "torque-xml":
+        from hpcjobs.accounting.torque import read_torque_qstat_xml
+
+        return read_torque_qstat_xml(text, tz=tz)
+    if fmt == "torque-accounting":
+        from hpcjobs.accounting.torque import read_torque_accounting
+
+        return read_torque_accounting(p, tz=tz)
+    from hpcjobs.accounting.pbs import read_pbs_accounting
+
+    return read_pbs_accounting(p, tz=tz)
+
+
+def apply_filters(df: pd.DataFrame, filters: ReportFilters) -> pd.DataFrame:
+    """Keep the rows (job and step rows alike) of jobs that match ``filters``.
+
+    A job is in the period when it was submitted before ``until`` and had not ended before
+    ``since`` (still running counts). User/account/partition are matched on the job row, so a
+    job's steps, which sacct prints without a user or partition, stay with it.
+
+    Args:
+        df: A schema DataFrame.
+        filters: The filters.
+
+    Returns:
+        The matching rows, index reset.
+    """
+    jobs = df[df["step"].isna()]
+    keep = pd.Series(True, index=jobs.index)
+    if filters.since is not None:
+        since = pd.Timestamp(filters.since).tz_convert("UTC")
+        keep &= jobs["end_time"].isna() | (jobs["end_time"] >= since)
+    if filters.until is not None:
+        until = pd.Timestamp(filters.until).tz_convert("UTC")
+        keep &= jobs["submit_time"].isna() | (jobs["submit_time"] < until)
+    for col, wanted in (("user", filters.users), ("account", filters.accounts), ("partition", filters.partitions)):
+        if wanted:
+            keep &= jobs[col].astype("string").isin(list(wanted)).fillna(False)
+    if filters.sweep is not None:
+        keep &= (jobs["sweep_id"].astype("string") == filters.sweep).fillna(False)
+    ids = set(zip(jobs.loc[keep, "job_id"], jobs.loc[keep, "job_id_raw"].fillna(""), strict=True))
+    pairs = pd.Series(list(zip(df["job_id"], df["job_id_raw"].fillna(""), strict=True)), index=df.index)
+    return df[pairs.isin(ids)].reset_index(drop=True)
+
+
+def load_report_frame(filters: ReportFilters, *, from_file: str | os.PathLike[str] | None = None,
+                      scheduler: str | None = None, tz: str | None = None,
+                      sacct_fields: Sequence[str] | None = None, all_users: bool = False) -> pd.DataFrame:
+    """The accounting data of a report: read ``from_file`` or query sacct, then :func:`apply_filters`.
+
+    Args:
+        filters: Period, users, accounts, partitions, sweep.
+        from_file: A saved output to read instead of querying (see :func:`read_saved`).
+        scheduler: ``slurm`` (default for a live query), ``pbspro`` or ``torque``.
+        tz: Time zone of the saved file's times (see :func:`read_saved`).
+        sacct_fields: Field names of headerless saved sacct text.
+        all_users: Live sacct query of every user (``--allusers``) when no user is given.
+
+    Returns:
+        A schema DataFrame.
+
+    Raises:
+        ConfigError: A live query asked of PBS/Torque (only saved files are read there), or a bad file.
+        CommandError: sacct failed.
+    """
+    if from_file is not None:
+        df = read_saved(from_file, scheduler=scheduler, tz=tz, sacct_fields=sacct_fields)
+    else:
+        if scheduler not in (None, "slurm"):
+            raise ConfigError(f"live accounting queries are implemented for Slurm only; for {scheduler} save the "
+                              "accounting log or `qstat -x -f -F json` output and pass it with --from-file")
+        from hpcjobs.accounting.slurm import query_sacct
+
+        since = filters.since or datetime.now(timezone.utc) - timedelta(days=7)
+        df = query_sacct(since, filters.until, users=list(filters.users) or None,
+                         accounts=list(filters.accounts) or None,
+                         all_users=all_users and not filters.users)
+    return apply_filters(df, filters)

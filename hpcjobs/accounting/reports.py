@@ -1,0 +1,473 @@
+"""Reports on accounting DataFrames: efficiency and waste, queue wait, failures, sweep outcomes.
+
+Every function takes a DataFrame that conforms to :mod:`hpcjobs.accounting.schema` (as the
+ingest functions return it, job and step rows mixed) and returns a new DataFrame with real
+dtypes: nullable ``Float64`` ratios, ``Int64`` counts, ``timedelta64`` durations. A ratio is
+``<NA>`` where its denominator is missing or zero, never ``inf``.
+
+Definitions (see ``docs/accounting.md`` for the long form):
+
+* **job rows**: rows whose ``step`` is NA (the job or array-task allocation). Step rows only
+  contribute the peak memory of a job row that has none.
+* **CPU efficiency** = ``cpu_time / (cpus × elapsed)``.
+* **memory efficiency** = ``max_rss_bytes / req_mem_bytes``.
+* **time efficiency** = ``elapsed / time_limit`` (above 1 for jobs killed late past their limit).
+* **core-hours** = ``cpus × elapsed``; **used** = ``cpu_time``; **wasted** = allocated − used (≥ 0).
+* **GPU-hours** = ``gpus × elapsed``; **GPU-hours wasted** = GPU-hours × (1 − GPU utilisation), only
+  where a sampler file recorded the utilisation.
+* **queue wait**: the schema's ``wait`` (start − eligible) of jobs that started.
+
+The sweep analysis (:func:`sweep_frame`, :func:`failure_params`) lives in
+:mod:`hpcjobs.accounting.report_sweeps` and is importable from here too.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hpcjobs.states import FAILURE_STATES
+
+_HOUR = 3600.0
+
+#: Efficiency columns for which *low* is bad (worst offenders sort them ascending).
+LOW_IS_BAD = frozenset({"cpu_efficiency", "mem_efficiency", "time_efficiency", "gpu_utilization"})
+
+#: Keys accepted by :func:`queue_wait`'s ``by``.
+WAIT_KEYS = ("partition", "gpus", "nodes", "hour", "weekday", "walltime")
+
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+#: Default requested-walltime bins (upper edges) for ``queue_wait(by="walltime")``.
+WALLTIME_BINS: tuple[pd.Timedelta, ...] = tuple(
+    pd.Timedelta(x) for x in ("1h", "4h", "12h", "1D", "2D", "7D")
+)
+
+
+# ---------------------------------------------------------------------------
+# helpers
+
+
+def _ratio(num: pd.Series, den: pd.Series) -> pd.Series:
+    """``num / den`` as Float64, NA where either is missing or ``den`` is 0."""
+    num = num.astype("Float64")
+    den = den.astype("Float64")
+    out = num / den.where(den != 0)
+    return out.astype("Float64")
+
+
+def _seconds(td: pd.Series) -> pd.Series:
+    """A timedelta column as Float64 seconds (NaT → NA)."""
+    return td.dt.total_seconds().astype("Float64")
+
+
+def job_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The job/allocation rows of ``df`` (``step`` is NA), one per job.
+
+    A job row whose ``max_rss_bytes`` is missing takes the maximum over its step rows (matched on
+    ``job_id`` and ``job_id_raw``), which is what sacct's job rows lack. When a job appears more than
+    once (``sacct --duplicates`` of a requeued job) the row submitted last is kept.
+
+    Args:
+        df: A schema DataFrame.
+
+    Returns:
+        The job rows, index reset, schema columns and dtypes unchanged.
+    """
+    is_job = df["step"].isna()
+    jobs = df[is_job]
+    steps = df[~is_job]
+    if len(steps) and jobs["max_rss_bytes"].isna().any():
+        peak = steps.groupby("job_id", observed=True, sort=False)["max_rss_bytes"].max()
+        filled = jobs["job_id"].map(peak).astype("Int64")
+        jobs = jobs.assign(max_rss_bytes=jobs["max_rss_bytes"].fillna(filled))
+    if jobs["job_id"].duplicated().any():
+        jobs = jobs.sort_values("submit_time", kind="stable").drop_duplicates(
+            ["job_id", "cluster"], keep="last").sort_index()
+    return jobs.reset_index(drop=True)
+
+
+def _started(jobs: pd.DataFrame) -> pd.Series:
+    """Jobs that ran: a start time, and not cancelled before running (sacct sets Start=End then)."""
+    never_ran = jobs["state"].isin(["PENDING", "HELD"]) | (
+        (jobs["state"] == "CANCELLED") & (jobs["elapsed"].fillna(pd.Timedelta(0)) == pd.Timedelta(0)))
+    return jobs["start_time"].notna() & ~never_ran
+
+
+# ---------------------------------------------------------------------------
+# efficiency
+
+
+#: Columns of :func:`efficiency`, in order.
+EFFICIENCY_COLUMNS: tuple[str, ...] = (
+    "job_id", "job_name", "user", "account", "partition", "state", "sweep_id", "chunk", "array_job_id",
+    "array_task_id", "nodes", "cpus", "gpus", "gpu_type", "elapsed", "time_limit", "cpu_time", "req_mem_bytes",
+    "max_rss_bytes", "cpu_efficiency", "mem_efficiency", "time_efficiency", "core_hours", "core_hours_used",
+    "core_hours_wasted", "gpu_hours", "gpu_utilization", "gpu_mem_max_bytes", "gpu_hours_wasted",
+)
+
+
+def efficiency(df: pd.DataFrame, gpu: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per-job utilisation: CPU, memory and time efficiency, core-hours and GPU-hours allocated and wasted.
+
+    Args:
+        df: A schema DataFrame (job and step rows; see :func:`job_rows`).
+        gpu: Optional per-job GPU summary from :func:`hpcjobs.accounting.gpu.gpu_job_summary`
+            (columns ``job_id``, ``gpu_util_mean`` in percent, ``gpu_mem_max_bytes``), joined on ``job_id``.
+
+    Returns:
+        One row per job with :data:`EFFICIENCY_COLUMNS`. Ratios are ``Float64`` fractions (0.25 = 25 %),
+        hours ``Float64``; NA where undefined (no elapsed time, no request, no limit, no sampler file).
+    """
+    jobs = job_rows(df)
+    elapsed_s = _seconds(jobs["elapsed"])
+    cpus = jobs["cpus"].astype("Float64")
+    gpus = jobs["gpus"].astype("Float64")
+    cpu_s = _seconds(jobs["cpu_time"])
+    out = pd.DataFrame({c: jobs[c] for c in EFFICIENCY_COLUMNS[:19]})
+    out["cpu_efficiency"] = _ratio(cpu_s, cpus * elapsed_s)
+    out["mem_efficiency"] = _ratio(jobs["max_rss_bytes"], jobs["req_mem_bytes"])
+    out["time_efficiency"] = _ratio(elapsed_s, _seconds(jobs["time_limit"]))
+    core_hours = (cpus * elapsed_s / _HOUR).astype("Float64")
+    used = (cpu_s / _HOUR).astype("Float64")
+    out["core_hours"] = core_hours
+    out["core_hours_used"] = used
+    out["core_hours_wasted"] = (core_hours - used).clip(lower=0).astype("Float64")
+    gpu_hours = (gpus.fillna(0) * elapsed_s / _HOUR).astype("Float64")
+    out["gpu_hours"] = gpu_hours
+    util = pd.Series(pd.NA, index=out.index, dtype="Float64")
+    gmem = pd.Series(pd.NA, index=out.index, dtype="Int64")
+    if gpu is not None and len(gpu):
+        g = gpu.drop_duplicates("job_id", keep="last").set_index(gpu["job_id"].astype(str).values)
+        keys = out["job_id"].astype(str)
+        util = (keys.map(g["gpu_util_mean"]).astype("Float64") / 100.0).astype("Float64")
+        if "gpu_mem_max_bytes" in g:
+            gmem = keys.map(g["gpu_mem_max_bytes"]).astype("Int64")
+    out["gpu_utilization"] = util
+    out["gpu_mem_max_bytes"] = gmem
+    out["gpu_hours_wasted"] = (gpu_hours * (1 - util)).astype("Float64")
+    return out.reset_index(drop=True)
+
+
+def _as_efficiency(df: pd.DataFrame) -> pd.DataFrame:
+    return df if "cpu_efficiency" in df.columns else efficiency(df)
+
+
+def worst_offenders(df: pd.DataFrame, n: int = 10, by: str = "core_hours_wasted") -> pd.DataFrame:
+    """The ``n`` jobs worst by one measure.
+
+    Args:
+        df: A schema DataFrame or the output of :func:`efficiency`.
+        n: How many jobs.
+        by: An :func:`efficiency` column. Efficiencies and ``gpu_utilization`` rank lowest first
+            (only jobs that ran are ranked); waste and hours rank highest first.
+
+    Returns:
+        Rows of :func:`efficiency`, worst first; jobs where ``by`` is NA are left out, and for a
+        ``gpu_*`` measure jobs without GPU-hours.
+
+    Raises:
+        KeyError: ``by`` is not a column of :func:`efficiency`.
+    """
+    eff = _as_efficiency(df)
+    if by not in eff.columns:
+        raise KeyError(f"unknown measure {by!r}; choose one of {', '.join(EFFICIENCY_COLUMNS[19:])}")
+    eff = eff[eff[by].notna()]
+    ascending = by in LOW_IS_BAD
+    if ascending:
+        eff = eff[eff["elapsed"] > pd.Timedelta(0)]
+    if by.startswith("gpu_"):
+        eff = eff[eff["gpu_hours"].fillna(0) > 0]
+    return eff.sort_values(by, ascending=ascending, kind="stable").head(n).reset_index(drop=True)
+
+
+def waste_summary(df: pd.DataFrame, by: str | Sequence[str] = "user") -> pd.DataFrame:
+    """Core-hours and GPU-hours allocated, used and wasted per user, account or partition.
+
+    Args:
+        df: A schema DataFrame or the output of :func:`efficiency`.
+        by: Column(s) to group on (``user``, ``account``, ``partition``, ...).
+
+    Returns:
+        One row per group, most core-hours wasted first: ``jobs``, ``core_hours``, ``core_hours_used``,
+        ``core_hours_wasted``, ``cpu_efficiency`` (used / allocated over the group), ``gpu_hours``,
+        ``gpu_hours_wasted`` (over jobs with sampler data), ``median_mem_efficiency``.
+    """
+    eff = _as_efficiency(df)
+    keys = [by] if isinstance(by, str) else list(by)
+    g = eff.groupby(keys, observed=True, dropna=False, sort=False)
+    out = pd.DataFrame({
+        "jobs": g.size().astype("Int64"),
+        "core_hours": g["core_hours"].sum(min_count=1).astype("Float64"),
+        "core_hours_used": g["core_hours_used"].sum(min_count=1).astype("Float64"),
+        "core_hours_wasted": g["core_hours_wasted"].sum(min_count=1).astype("Float64"),
+        "gpu_hours": g["gpu_hours"].sum(min_count=1).astype("Float64"),
+        "gpu_hours_wasted": g["gpu_hours_wasted"].sum(min_count=1).astype("Float64"),
+        "median_mem_efficiency": g["mem_efficiency"].median().astype("Float64"),
+    })
+    out.insert(4, "cpu_efficiency", _ratio(out["core_hours_used"], out["core_hours"]))
+    out = out.sort_values("core_hours_wasted", ascending=False, kind="stable", na_position="last")
+    return out.reset_index()
+
+
+# ---------------------------------------------------------------------------
+# queue wait
+
+
+def _walltime_bin(limit: pd.Series, bins: Sequence[pd.Timedelta]) -> pd.Series:
+    edges = [pd.Timedelta(0), *bins]
+    labels = [f"<={_short(bins[0])}"]
+    labels += [f"{_short(a)}-{_short(b)}" for a, b in itertools.pairwise(bins)]
+    labels += [f">{_short(bins[-1])}", "unlimited"]
+    secs = limit.dt.total_seconds().to_numpy(dtype=float, na_value=np.nan)
+    idx = np.searchsorted([e.total_seconds() for e in edges[1:]], secs, side="left")
+    codes = np.where(np.isnan(secs), len(labels) - 1, idx)
+    return pd.Series(pd.Categorical.from_codes(codes, categories=labels, ordered=True), index=limit.index)
+
+
+def _short(td: pd.Timedelta) -> str:
+    s = int(td.total_seconds())
+    if s % 86400 == 0:
+        return f"{s // 86400}d"
+    if s % 3600 == 0:
+        return f"{s // 3600}h"
+    return f"{s // 60}m"
+
+
+def _wait_keys(jobs: pd.DataFrame, key: str, tz: str | None, bins: Sequence[pd.Timedelta]) -> pd.Series:
+    if key in ("hour", "weekday"):
+        t = jobs["eligible_time"].fillna(jobs["submit_time"])
+        if tz:
+            t = t.dt.tz_convert(tz)
+        if key == "hour":
+            return t.dt.hour.astype("Int64").rename("hour")
+        return pd.Series(pd.Categorical(t.dt.day_name(), categories=_WEEKDAYS, ordered=True),
+                         index=jobs.index, name="weekday")
+    if key == "walltime":
+        return _walltime_bin(jobs["time_limit"], bins).rename("walltime")
+    if key in ("gpus", "nodes"):
+        return jobs[key].fillna(0).astype("Int64")
+    return jobs[key]
+
+
+def queue_wait(df: pd.DataFrame, by: str | Sequence[str] = "partition", *, tz: str | None = None,
+               walltime_bins: Sequence[pd.Timedelta] = WALLTIME_BINS) -> pd.DataFrame:
+    """Median and 90th-percentile queue wait of the jobs that started, by one or more keys.
+
+    Args:
+        df: A schema DataFrame.
+        by: One or more of :data:`WAIT_KEYS`: ``partition``, ``gpus`` (requested/allocated GPUs),
+            ``nodes``, ``hour`` (0-23) or ``weekday`` of the time the job became eligible (submit time
+            where eligible is unknown), ``walltime`` (requested time limit, binned by ``walltime_bins``;
+            no limit → ``unlimited``). Any other schema column is grouped on as it is.
+        tz: Time zone for ``hour``/``weekday`` (default UTC, as stored).
+        walltime_bins: Upper edges of the walltime bins.
+
+    Returns:
+        One row per group, in key order: the key columns, ``jobs``, ``median_wait``, ``p90_wait``,
+        ``mean_wait``, ``max_wait`` (timedeltas). Jobs never started (pending, held, cancelled while
+        queued) are left out: their wait is not over.
+    """
+    keys = [by] if isinstance(by, str) else list(by)
+    jobs = job_rows(df)
+    jobs = jobs[_started(jobs) & jobs["wait"].notna()]
+    cols = {k: _wait_keys(jobs, k, tz, walltime_bins) for k in keys}
+    frame = pd.DataFrame(cols)
+    frame["_w"] = jobs["wait"].dt.total_seconds()
+    g = frame.groupby(keys, observed=True, dropna=False, sort=True)["_w"]
+    out = pd.DataFrame({
+        "jobs": g.size().astype("Int64"),
+        "median_wait": pd.to_timedelta(g.median(), unit="s"),
+        "p90_wait": pd.to_timedelta(g.quantile(0.9), unit="s"),
+        "mean_wait": pd.to_timedelta(g.mean(), unit="s"),
+        "max_wait": pd.to_timedelta(g.max(), unit="s"),
+    })
+    for c in ("median_wait", "p90_wait", "mean_wait", "max_wait"):
+        out[c] = out[c].dt.round("1s")
+    return out.reset_index()
+
+
+def queue_wait_report(df: pd.DataFrame, *, tz: str | None = None) -> dict[str, pd.DataFrame]:
+    """:func:`queue_wait` by each of :data:`WAIT_KEYS`, keyed ``by_<key>``."""
+    return {f"wait_by_{k}": queue_wait(df, k, tz=tz) for k in WAIT_KEYS}
+
+
+# ---------------------------------------------------------------------------
+# failures
+
+
+def failures_by_state(df: pd.DataFrame) -> pd.DataFrame:
+    """Job counts per normalised state.
+
+    Args:
+        df: A schema DataFrame.
+
+    Returns:
+        ``state``, ``jobs``, ``fraction`` (of all jobs), ``failure`` (True for the terminal states
+        that count as a failure of the job, :data:`hpcjobs.states.FAILURE_STATES`); most jobs first.
+    """
+    jobs = job_rows(df)
+    counts = jobs["state"].value_counts(sort=False)
+    counts = counts[counts > 0]
+    out = pd.DataFrame({"state": counts.index.astype(str), "jobs": counts.to_numpy()})
+    out["jobs"] = out["jobs"].astype("Int64")
+    out["fraction"] = _ratio(out["jobs"], pd.Series(len(jobs), index=out.index))
+    out["failure"] = out["state"].isin(FAILURE_STATES)
+    return out.sort_values(["jobs", "state"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+_STATE_MEANING = {
+    "TIMEOUT": "time limit reached", "CANCELLED": "cancelled", "OUT_OF_MEMORY": "out of memory",
+    "NODE_FAIL": "node failure", "PREEMPTED": "preempted", "BOOT_FAIL": "node boot failure",
+    "DEADLINE": "deadline reached", "FAILED": "failed",
+}
+
+
+#: Negative PBS Pro / OpenPBS ``Exit_status`` (JOB_EXEC_*, notes/pbs-formats.md §2.1).
+_PBS_EXEC = {
+    -1: "could not start", -2: "could not start", -3: "start failed, will retry", -4: "aborted on MOM start",
+    -10: "invalid uid/gid", -11: "rerun", -12: "checkpointed and killed", -20: "mother superior lost",
+    -22: "hook error", -24: "ncpus exceeded", -25: "ncpus exceeded", -26: "vmem exceeded", -27: "mem exceeded",
+    -28: "cput exceeded", -29: "walltime exceeded",
+}
+#: Negative Torque ``exit_status`` (notes/pbs-formats.md §2.2).
+_TORQUE_EXEC = {
+    -1: "could not start", -2: "could not start", -3: "start failed, will retry", -4: "aborted on MOM start",
+    -8: "command could not be run", -9: "cannot create stdout/stderr", -10: "memory limit exceeded",
+    -11: "walltime exceeded", -12: "cput exceeded", -13: "cgroup setup failed, will retry",
+}
+
+
+def exit_meaning(scheduler: str, code: Any, sig: Any, state: str | None = None) -> str:
+    """A short human explanation of an exit code/signal pair (see ``notes/pbs-formats.md`` §2).
+
+    Args:
+        scheduler: ``slurm``, ``pbspro`` or ``torque``.
+        code: Exit code (may be NA).
+        sig: Signal (may be NA).
+        state: The normalised state, used when code and signal say nothing (``0:0`` of a TIMEOUT).
+
+    Returns:
+        Text such as ``"exit 3"``, ``"killed by SIGKILL"``, ``"pbspro: walltime exceeded (-29)"``.
+    """
+    import signal as _signal
+
+    def name(n: int) -> str:
+        try:
+            return _signal.Signals(n).name
+        except ValueError:
+            return f"signal {n}"
+
+    if pd.notna(sig) and int(sig) > 0:
+        return f"killed by {name(int(sig))}"
+    if pd.isna(code) or int(code) == 0:
+        if state in _STATE_MEANING:
+            return _STATE_MEANING[state]
+        return "unknown" if pd.isna(code) else "success"
+    c = int(code)
+    if scheduler in ("pbspro", "torque"):
+        table = _TORQUE_EXEC if scheduler == "torque" else _PBS_EXEC
+        if c < 0:
+            return f"{scheduler}: {table.get(c, 'JOB_EXEC error')} ({c})"
+        if c > 256:
+            return f"top shell killed by {name(c - 256)}"
+    if 128 < c < 160:
+        return f"exit {c} (a command killed by {name(c - 128)})"
+    return f"exit {c}"
+
+
+def failures_by_exit(df: pd.DataFrame) -> pd.DataFrame:
+    """Failed jobs counted by state, exit code and signal.
+
+    Args:
+        df: A schema DataFrame.
+
+    Returns:
+        ``state``, ``exit_code``, ``exit_signal``, ``meaning`` (:func:`exit_meaning`), ``jobs``; only
+        jobs in :data:`~hpcjobs.states.FAILURE_STATES`; most jobs first.
+    """
+    jobs = job_rows(df)
+    jobs = jobs[jobs["state"].isin(FAILURE_STATES)]
+    frame = pd.DataFrame({
+        "scheduler": jobs["scheduler"].astype(str),
+        "state": jobs["state"].astype(str),
+        "exit_code": jobs["exit_code"],
+        "exit_signal": jobs["exit_signal"].fillna(0).astype("Int64"),
+    })
+    g = frame.groupby(["scheduler", "state", "exit_code", "exit_signal"], dropna=False, sort=True)
+    out = g.size().rename("jobs").reset_index()
+    out["meaning"] = [exit_meaning(s, c, g_, st) for s, c, g_, st in
+                      zip(out["scheduler"], out["exit_code"], out["exit_signal"], out["state"], strict=True)]
+    out["jobs"] = out["jobs"].astype("Int64")
+    out["exit_code"] = out["exit_code"].astype("Int64")
+    out = out[["state", "exit_code", "exit_signal", "meaning", "jobs"]]
+    return out.sort_values(["jobs", "state"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def failures(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Both failure tables: ``{"failures_by_state": ..., "failures_by_exit": ...}``."""
+    return {"failures_by_state": failures_by_state(df), "failures_by_exit": failures_by_exit(df)}
+
+
+# ---------------------------------------------------------------------------
+# all sections
+
+#: The columns of the worst-offender tables in :func:`report_tables`.
+OFFENDER_COLUMNS: tuple[str, ...] = (
+    "job_id", "user", "account", "partition", "state", "cpus", "gpus", "elapsed", "cpu_efficiency",
+    "mem_efficiency", "time_efficiency", "core_hours", "core_hours_wasted", "gpu_hours", "gpu_utilization",
+    "gpu_hours_wasted",
+)
+
+#: Report sections and what :func:`report_tables` puts in each.
+SECTIONS = ("efficiency", "wait", "failures")
+
+
+def report_tables(df: pd.DataFrame, section: str = "all", *, gpu: pd.DataFrame | None = None,
+                  top: int = 20, tz: str | None = None) -> dict[str, pd.DataFrame]:
+    """The tables of one report section (or all), by name, in display order.
+
+    Args:
+        df: A schema DataFrame.
+        section: ``efficiency``, ``wait``, ``failures`` or ``all``.
+        gpu: Optional per-job GPU summary for :func:`efficiency`.
+        top: Rows of the worst-offender tables.
+        tz: Time zone for the hour/weekday wait tables.
+
+    Returns:
+        ``efficiency``: ``waste_by_user``, ``waste_by_account``, ``waste_by_partition``,
+        ``worst_cpu_waste``, ``worst_gpu_waste`` (only with GPU jobs); ``wait``: ``wait_by_<key>``
+        for each of :data:`WAIT_KEYS`; ``failures``: ``failures_by_state``, ``failures_by_exit``.
+
+    Raises:
+        ValueError: Unknown section.
+    """
+    if section not in (*SECTIONS, "all"):
+        raise ValueError(f"unknown section {section!r}; choose one of {', '.join(SECTIONS)}, all")
+    out: dict[str, pd.DataFrame] = {}
+    if section in ("efficiency", "all"):
+        eff = efficiency(df, gpu=gpu)
+        for key in ("user", "account", "partition"):
+            out[f"waste_by_{key}"] = waste_summary(eff, key)
+        out["worst_cpu_waste"] = worst_offenders(eff, top, "core_hours_wasted")[list(OFFENDER_COLUMNS)]
+        if (eff["gpu_hours"].fillna(0) > 0).any():
+            gpu_by = "gpu_hours_wasted" if eff["gpu_hours_wasted"].notna().any() else "gpu_hours"
+            out["worst_gpu_waste"] = worst_offenders(eff, top, gpu_by)[list(OFFENDER_COLUMNS)]
+    if section in ("wait", "all"):
+        out.update(queue_wait_report(df, tz=tz))
+    if section in ("failures", "all"):
+        out.update(failures(df))
+    return out
+
+
+def __getattr__(name: str) -> Any:
+    """``sweep_frame``, ``failure_params`` and ``SWEEP_FATE_COLUMNS`` from :mod:`~hpcjobs.accounting.report_sweeps`."""
+    if name in ("sweep_frame", "failure_params", "SWEEP_FATE_COLUMNS"):
+        from hpcjobs.accounting import report_sweeps
+
+        return getattr(report_sweeps, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

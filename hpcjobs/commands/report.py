@@ -1,0 +1,170 @@
+"""``hpcjobs report``: efficiency, queue wait and failure reports from sacct or saved scheduler output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from hpcjobs.cli import console, handle_errors
+
+SECTION_CHOICES = ("efficiency", "wait", "failures", "all")
+
+
+def _machine_frame(df: Any) -> Any:
+    """Durations as float seconds, timestamps as ISO 8601 text, for CSV and JSON."""
+    import pandas as pd
+
+    out = df.copy()
+    for c in out.columns:
+        if pd.api.types.is_timedelta64_dtype(out[c]):
+            out[c] = out[c].dt.total_seconds().astype("Float64")
+        elif pd.api.types.is_datetime64_any_dtype(out[c]):
+            out[c] = out[c].map(lambda t: t.isoformat() if pd.notna(t) else None).astype("string")
+        elif isinstance(out[c].dtype, pd.CategoricalDtype):
+            out[c] = out[c].astype("string")
+    return out
+
+
+def _records(df: Any) -> list[dict[str, Any]]:
+    import pandas as pd
+
+    m = _machine_frame(df).astype(object)
+    m = m.where(m.notna(), None)
+    recs = m.to_dict(orient="records")
+    for r in recs:
+        for k, v in r.items():
+            if v is pd.NA:
+                r[k] = None
+            elif hasattr(v, "item"):
+                r[k] = v.item()
+    return recs
+
+
+#: Short column headings for the terminal (CSV/JSON keep the real names).
+SHORT_NAMES = {
+    "core_hours": "core-h", "core_hours_used": "used core-h", "core_hours_wasted": "wasted core-h",
+    "cpu_efficiency": "CPU eff", "mem_efficiency": "mem eff", "time_efficiency": "time/limit",
+    "gpu_hours": "GPU-h", "gpu_hours_wasted": "wasted GPU-h", "gpu_utilization": "GPU util",
+    "median_mem_efficiency": "median mem eff", "median_wait": "median", "p90_wait": "p90", "mean_wait": "mean",
+    "max_wait": "max", "exit_code": "exit", "exit_signal": "signal", "partition": "partition",
+}
+
+
+def _print_tables(tables: dict[str, Any], max_rows: int) -> None:
+    from rich.table import Table
+
+    from hpcjobs.accounting.html import format_cell
+
+    out = console(stderr=False)
+    for name, df in tables.items():
+        table = Table(title=name.replace("_", " "), title_justify="left", box=None, header_style="bold")
+        for c in df.columns:
+            text = df[c].dtype.kind in "OUS" or str(df[c].dtype) in ("string", "category", "str")
+            table.add_column(SHORT_NAMES.get(str(c), str(c)), no_wrap=True, justify="left" if text else "right")
+        for row in df.head(max_rows).itertuples(index=False, name=None):
+            table.add_row(*(format_cell(v, str(c)) for v, c in zip(row, df.columns, strict=True)))
+        if df.empty:
+            out.print(f"[bold]{name.replace('_', ' ')}[/]: no rows\n")
+            continue
+        out.print(table)
+        if len(df) > max_rows:
+            out.print(f"  … {len(df) - max_rows} more rows (use --csv or --json for all)")
+        out.print()
+
+
+@click.command("report")
+@click.option("--since", metavar="WHEN", help="Jobs active since: a date/time (2026-11-30, 2026-11-30T08:00, UTC "
+              "if no zone) or an age (7d, 12h, 2w). Default for a live query: 7d.")
+@click.option("--until", metavar="WHEN", help="Jobs submitted before this time (same forms as --since).")
+@click.option("--user", "users", multiple=True, metavar="NAME", help="Only these users (repeatable).")
+@click.option("--all-users", is_flag=True, help="Live sacct query: every user (needs operator rights).")
+@click.option("--account", "accounts", multiple=True, metavar="NAME", help="Only these accounts (repeatable).")
+@click.option("--partition", "partitions", multiple=True, metavar="NAME",
+              help="Only these partitions/queues (repeatable).")
+@click.option("--sweep", metavar="ID", help="Only the jobs of this hpcjobs sweep.")
+@click.option("--scheduler", type=click.Choice(["slurm", "pbspro", "torque"]),
+              help="Scheduler (default slurm for a live query; with --from-file it settles PBS vs Torque).")
+@click.option("--from-file", type=click.Path(exists=True), metavar="PATH",
+              help="Read saved sacct --parsable2/--json, qstat -f (-F json), Torque qstat -x XML or a PBS/Torque "
+                   "accounting log (file or directory) instead of querying; the format is detected.")
+@click.option("--tz", metavar="ZONE", help="Time zone the saved file's times were written in (e.g. Europe/Berlin).")
+@click.option("--sacct-fields", metavar="F1,F2,...", help="--format fields of headerless saved sacct text.")
+@click.option("--gpu-logs", type=click.Path(exists=True, file_okay=False), metavar="DIR",
+              help="Directory with the in-job GPU sampler files (*.gpu.csv) to add GPU utilisation.")
+@click.option("--section", type=click.Choice(SECTION_CHOICES), default="all", show_default=True,
+              help="Which report.")
+@click.option("--table", "table_name", metavar="NAME", help="Only this table of the section (e.g. wait_by_partition).")
+@click.option("--top", type=click.IntRange(1), default=20, show_default=True, help="Rows of worst-offender tables.")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV on stdout (durations in seconds; several tables are "
+              "separated by '# <name>' lines).")
+@click.option("--json", "as_json", is_flag=True, help="JSON on stdout: {table: [rows]} (durations in seconds).")
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False), metavar="DIR", help="Write figures to DIR.")
+@click.option("--plot-format", type=click.Choice(["png", "svg"]), default="png", show_default=True)
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write a self-contained HTML report.")
+@handle_errors
+def report(since: str | None, until: str | None, users: tuple[str, ...], all_users: bool, accounts: tuple[str, ...],
+           partitions: tuple[str, ...], sweep: str | None, scheduler: str | None, from_file: str | None,
+           tz: str | None, sacct_fields: str | None, gpu_logs: str | None, section: str, table_name: str | None,
+           top: int, as_csv: bool, as_json: bool, plot_dir: str | None, plot_format: str,
+           html_file: str | None) -> None:
+    """Efficiency and waste, queue wait and failures of finished jobs.
+
+    Queries sacct (Slurm) for the period, or reads a saved scheduler output with --from-file.
+    Tables go to the terminal; --csv/--json print them for programs; --plot and --html write
+    figures and a self-contained HTML page.
+    """
+    from hpcjobs.accounting import reports
+    from hpcjobs.accounting.report_source import ReportFilters, load_report_frame, parse_when
+    from hpcjobs.errors import ConfigError
+
+    if as_csv and as_json:
+        raise ConfigError("choose one of --csv and --json")
+    filters = ReportFilters(
+        since=parse_when(since) if since else None, until=parse_when(until) if until else None,
+        users=users, accounts=accounts, partitions=partitions, sweep=sweep)
+    df = load_report_frame(filters, from_file=from_file, scheduler=scheduler, tz=tz,
+                           sacct_fields=sacct_fields.split(",") if sacct_fields else None, all_users=all_users)
+    gpu = None
+    if gpu_logs:
+        from hpcjobs.accounting.gpu import find_gpu_files, gpu_job_summary
+
+        gpu = gpu_job_summary(find_gpu_files(gpu_logs))
+    tables = reports.report_tables(df, section, gpu=gpu, top=top)
+    if table_name:
+        if table_name not in tables:
+            raise ConfigError(f"no table {table_name!r} in section {section}; tables: {', '.join(tables)}")
+        tables = {table_name: tables[table_name]}
+
+    if plot_dir:
+        from pathlib import Path
+
+        from hpcjobs.accounting.plots import report_figures, save_figure
+
+        for name, fig in report_figures(df, section, gpu=gpu).items():
+            path = save_figure(fig, Path(plot_dir) / f"{name}.{plot_format}")
+            click.echo(f"wrote {path}", err=True)
+    if html_file:
+        from hpcjobs.accounting.html import write_html_report
+
+        what = ", ".join(f"{k}={v}" for k, v in (("since", since), ("until", until), ("user", ",".join(users)),
+                                                ("account", ",".join(accounts)),
+                                                ("partition", ",".join(partitions)), ("sweep", sweep),
+                                                ("file", from_file)) if v)
+        path = write_html_report(html_file, df, section=section, gpu=gpu, subtitle=what or "all jobs",
+                                 tables=tables)
+        click.echo(f"wrote {path}", err=True)
+
+    if as_json:
+        click.echo(json.dumps({name: _records(t) for name, t in tables.items()}, indent=2, default=str))
+    elif as_csv:
+        for i, (name, t) in enumerate(tables.items()):
+            if len(tables) > 1:
+                sys.stdout.write(("\n" if i else "") + f"# {name}\n")
+            sys.stdout.write(_machine_frame(t).to_csv(index=False))
+        sys.stdout.flush()
+    elif not (plot_dir or html_file) or sys.stdout.isatty():
+        _print_tables(tables, max_rows=top)
