@@ -39,7 +39,7 @@ class Submission:
 
 def client_for(scheduler: str) -> SchedulerClient:
     """A scheduler client for a scheduler family (``slurm``, ``pbspro``, ``torque``)."""
-    from hpcjobs.schedulers import get_backend
+    from hpcjobs.schedulers.registry import get_backend
 
     return SchedulerClient(get_backend(scheduler))
 

@@ -111,7 +111,7 @@ def detect_current_site() -> str:
     """
     name = detect_site()
     if name == "local" and shutil.which("scontrol"):
-        from hpcjobs.schedulers import get_backend
+        from hpcjobs.schedulers.registry import get_backend
         from hpcjobs.schedulers.client import SchedulerClient
 
         cluster = SchedulerClient(get_backend("slurm")).cluster_name()

@@ -1,6 +1,6 @@
-"""Scheduler backends, registered by name in a plain dict (``BACKENDS["slurm"]``).
+"""The backends, registered by name in a plain dict (``BACKENDS["slurm"]``).
 
-Importing this package imports no heavy dependency: backends are command
+Importing this module imports no heavy dependency: backends are command
 builders and pure parsers; :mod:`hpcjobs.schedulers.client` runs them.
 """
 

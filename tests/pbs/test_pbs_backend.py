@@ -17,7 +17,7 @@ from hpcjobs.config.sites import load_site_file
 from hpcjobs.errors import CommandError
 from hpcjobs.render.script import render_job
 from hpcjobs.resolve import resolve
-from hpcjobs.schedulers import get_backend
+from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.schedulers.base import ArraySpec
 from hpcjobs.schedulers.client import PollSchedule, SchedulerClient
 from hpcjobs.submit import submit_rendered

@@ -9,7 +9,7 @@ import pytest
 from hpcjobs import process, states
 from hpcjobs.errors import CommandError
 from hpcjobs.process import CommandResult
-from hpcjobs.schedulers import get_backend
+from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.schedulers.base import ArraySpec, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
 
