@@ -1,0 +1,480 @@
+"""Expand a sweep into its points, each with a stable id, and write a point's environment file.
+
+:func:`expand` is deterministic: the same spec and overrides give the same points, in the same
+order, with the same ids, on any machine (random parts draw from ``random.Random(seed)``). That
+is what lets a killed ``hpcjobs sweep`` be re-run and find its ledger still matching.
+
+Order: the parts of a sweep combine like nested for-loops (the first part is the outermost loop),
+then the command-line overrides (innermost). Points that come out identical (same parameters,
+same types) are kept once, at their first position; ``Point.index`` numbers the survivors 0..N-1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import random
+import re
+import shlex
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.sweep.spec import (
+    FilterError,
+    RandomParam,
+    SweepSpec,
+    WandbParam,
+    check_param_name,
+    check_value,
+    compile_filter,
+    env_names,
+    flatten_wandb,
+)
+
+Params = dict[str, Any]
+
+#: Length of a point id (hex digits of the SHA-256 of the canonical parameters).
+POINT_ID_LENGTH = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One point of an expanded sweep.
+
+    Attributes:
+        index: Position in the expanded sweep, 0..N-1 (after duplicates are dropped).
+        point_id: Stable id: the first 12 hex digits of the SHA-256 of ``params_json``. Identical
+            parameters (names, values and types: ``1`` and ``1.0`` differ) give identical ids.
+        params: Parameter name → value, in the order the sweep defines them. Treat as read-only.
+        params_json: The canonical JSON of ``params``: sorted keys, no spaces, floats in ``repr``
+            form, non-ASCII kept (what the id hashes, what the ledger stores).
+    """
+
+    index: int
+    point_id: str
+    params: Params
+    params_json: str
+
+
+def canonical_json(params: Mapping[str, Any]) -> str:
+    """The canonical JSON text of a point's parameters (sorted keys, compact, floats as ``repr``)."""
+    return json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+class _CanonicalEncoder:
+    """:func:`canonical_json` for many points at once, caching the text of repeated keys and values.
+
+    Gives exactly ``canonical_json(params)``: for finite floats ``json`` writes ``float.__repr__``, and
+    floats are never cached (``0.0`` and ``-0.0`` are equal keys but different text).
+    """
+
+    def __init__(self) -> None:
+        self._enc = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+        self._keys: dict[str, str] = {}
+        self._pairs: dict[tuple[str, type, Any], str] = {}
+        self._orders: dict[tuple[str, ...], list[str]] = {}
+
+    def __call__(self, params: Mapping[str, Any]) -> str:
+        names = tuple(params)
+        order = self._orders.get(names)
+        if order is None:
+            order = self._orders[names] = sorted(names)
+        parts = []
+        for k in order:
+            v = params[k]
+            if v.__class__ is float:
+                key = self._keys.get(k)
+                if key is None:
+                    key = self._keys[k] = self._enc(k) + ":"
+                parts.append(key + repr(v))
+                continue
+            ck = (k, v.__class__, v)
+            frag = self._pairs.get(ck)
+            if frag is None:
+                frag = self._pairs[ck] = self._enc(k) + ":" + self._enc(v)
+            parts.append(frag)
+        return "{" + ",".join(parts) + "}"
+
+
+def point_id(params: Mapping[str, Any]) -> str:
+    """The stable id of a point with these parameters (see :class:`Point`)."""
+    return hashlib.sha256(canonical_json(params).encode("utf-8")).hexdigest()[:POINT_ID_LENGTH]
+
+
+# ------------------------------------------------------------------------------ Hydra-style overrides
+
+_SWEEP_FN_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.S)
+_MAX_RANGE = 1_000_000
+
+
+def _split_unquoted(text: str, what: str) -> list[str]:
+    """Split on commas outside quotes and brackets; quotes stay on the pieces."""
+    parts, buf, quote, depth, i = [], [], "", 0, 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\" and i + 1 < len(text):
+                buf.append(text[i:i + 2])
+                i += 2
+                continue
+            if c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append("".join(buf))
+            buf = []
+            i += 1
+            continue
+        buf.append(c)
+        i += 1
+    if quote:
+        raise ConfigError(ConfigProblem(f"unterminated {quote} quote", key=what))
+    parts.append("".join(buf))
+    return parts
+
+
+def _scalar(piece: str, what: str) -> Any:
+    """One override value: quoted → text, else read as a YAML scalar (``0.1``, ``true``, ``null``, ``adam``)."""
+    from hpcjobs.config.yamlio import parse_yaml
+
+    s = piece.strip()
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
+        value: Any = re.sub(r"\\(.)", r"\1", s[1:-1])
+    elif s == "":
+        value = ""
+    else:
+        try:
+            value = parse_yaml(s, what).data
+        except ConfigError as exc:
+            raise ConfigError(ConfigProblem(f"cannot read value {s!r}: {exc.problems[0].message}", key=what)) from None
+        if isinstance(value, (dict, list)):
+            raise ConfigError(ConfigProblem(
+                f"value {s!r} is not a scalar: sweep values are text, numbers, booleans or null "
+                "(quote it to pass it as text)", key=what))
+    try:
+        return check_value(value)
+    except ValueError as exc:
+        raise ConfigError(ConfigProblem(str(exc), key=what)) from None
+
+
+def _range_values(args: list[Any], what: str) -> list[Any]:
+    if not 1 <= len(args) <= 3 or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
+        raise ConfigError(ConfigProblem("range() takes 1 to 3 numbers: range([start,] stop[, step])", key=what))
+    start, stop, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
+    if step == 0:
+        raise ConfigError(ConfigProblem("range() step cannot be 0", key=what))
+    if all(isinstance(a, int) for a in (start, stop, step)):
+        if len(range(start, stop, step)) > _MAX_RANGE:
+            raise ConfigError(ConfigProblem(f"range() gives more than {_MAX_RANGE} values", key=what))
+        return list(range(start, stop, step))
+    count = max(0, math.ceil((stop - start) / step))
+    if count > _MAX_RANGE:
+        raise ConfigError(ConfigProblem(f"range() gives more than {_MAX_RANGE} values", key=what))
+    return [start + i * step for i in range(count)]
+
+
+def parse_overrides(args: Sequence[str]) -> dict[str, list[Any]]:
+    """Read Hydra-style sweep overrides from the command line into a grid.
+
+    ``["lr=0.1,0.01", "model.depth=2,4", "opt=adam"]`` → ``{"lr": [0.1, 0.01], "model.depth": [2, 4],
+    "opt": ["adam"]}``. A value list splits on commas outside quotes; each item is read as a YAML
+    scalar (``'0.1'`` in quotes stays text). ``range(start, stop[, step])`` (stop excluded, floats
+    allowed) and ``choice(a, b, ...)`` are understood; a leading ``+``/``++`` on the key is ignored.
+    The grid combines with the file's sweep as a product; a name the file's sweep also defines is
+    replaced by the override's values (see :func:`hpcjobs.sweep.expand.expand`).
+
+    Raises:
+        ConfigError: A malformed override (no ``=``, bad name, a list value, ``~key`` deletion,
+            an unsupported sweep function), or the same key twice.
+    """
+    grid: dict[str, list[Any]] = {}
+    for arg in args:
+        key, sep, raw = arg.partition("=")
+        what = f"override {arg!r}"
+        key = key.strip().lstrip("+")
+        if not sep:
+            raise ConfigError(ConfigProblem("expected KEY=VALUE[,VALUE...]", key=what))
+        if key.startswith("~"):
+            raise ConfigError(ConfigProblem("deleting a key (~key) is not supported in a sweep", key=what))
+        try:
+            check_param_name(key)
+        except ValueError as exc:
+            raise ConfigError(ConfigProblem(str(exc), key=what)) from None
+        if key in grid:
+            raise ConfigError(ConfigProblem(f"{key!r} is given twice", key=what))
+        m = _SWEEP_FN_RE.match(raw)
+        if m and m[1] in ("range", "choice"):
+            items = [_scalar(p, what) for p in _split_unquoted(m[2], what)]
+            values = _range_values(items, what) if m[1] == "range" else items
+        elif m and m[1] in ("interval", "glob", "shuffle", "sort", "tag", "int", "float", "str", "bool"):
+            raise ConfigError(ConfigProblem(f"Hydra's {m[1]}() is not supported; use a,b,c, range() or choice()",
+                                            key=what))
+        else:
+            values = [_scalar(p, what) for p in _split_unquoted(raw, what)]
+        if not values:
+            raise ConfigError(ConfigProblem("the override gives no values", key=what))
+        grid[key] = values
+    return grid
+
+
+# ------------------------------------------------------------------------------------------- sampling
+
+def _quantize(x: float, q: float) -> float | int:
+    r = round(x / q) * q
+    return int(r) if isinstance(q, int) else r
+
+
+def _native_sampler(p: RandomParam) -> Callable[[random.Random], Any]:
+    lo, hi = p.min, p.max
+    if p.distribution == "uniform":
+        return lambda rng: rng.uniform(lo, hi)
+    if p.distribution == "log_uniform":
+        a, b = math.log(lo), math.log(hi)  # type: ignore[arg-type]
+        return lambda rng: math.exp(rng.uniform(a, b))
+    if p.distribution == "int_uniform":
+        return lambda rng: rng.randint(lo, hi)  # type: ignore[arg-type]
+    if p.distribution == "choice":
+        values = list(p.values or [])
+        return lambda rng: rng.choice(values)
+    mu, sigma = p.mu, p.sigma
+    return lambda rng: rng.normalvariate(mu, sigma)
+
+
+def _wandb_sampler(p: WandbParam) -> Callable[[random.Random], Any]:
+    """A draw following W&B's documented distributions (sweep configuration reference)."""
+    kind = p.kind()
+    lo, hi = p.min, p.max
+    q = p.q if p.q is not None else 1
+    mu = p.mu if p.mu is not None else 0.0
+    sigma = p.sigma if p.sigma is not None else 1.0
+    if kind == "constant":
+        value = p.value
+        return lambda rng: value
+    if kind == "categorical":
+        values = list(p.values or [])
+        if p.probabilities is not None:
+            weights = list(p.probabilities)
+            return lambda rng: rng.choices(values, weights=weights)[0]
+        return lambda rng: rng.choice(values)
+    if kind == "int_uniform":
+        return lambda rng: rng.randint(lo, hi)  # type: ignore[arg-type]
+    if kind == "uniform":
+        return lambda rng: rng.uniform(lo, hi)
+    if kind == "q_uniform":
+        return lambda rng: _quantize(rng.uniform(lo, hi), q)
+    if kind in ("log_uniform", "q_log_uniform"):  # min/max are exponents
+        return lambda rng: _quantize(math.exp(rng.uniform(lo, hi)), q) if kind[0] == "q" else math.exp(
+            rng.uniform(lo, hi))
+    if kind in ("log_uniform_values", "q_log_uniform_values"):
+        a, b = math.log(lo), math.log(hi)  # type: ignore[arg-type]
+        if kind[0] == "q":
+            return lambda rng: _quantize(math.exp(rng.uniform(a, b)), q)
+        return lambda rng: math.exp(rng.uniform(a, b))
+    if kind == "inv_log_uniform":  # log(1/X) uniform in [min, max]
+        return lambda rng: math.exp(-rng.uniform(lo, hi))
+    if kind == "inv_log_uniform_values":  # log(1/X) uniform in [log(1/max), log(1/min)]
+        a, b = math.log(1 / hi), math.log(1 / lo)  # type: ignore[operator]
+        return lambda rng: math.exp(-rng.uniform(a, b))
+    if kind == "normal":
+        return lambda rng: rng.normalvariate(mu, sigma)
+    if kind == "q_normal":
+        return lambda rng: _quantize(rng.normalvariate(mu, sigma), q)
+    if kind == "log_normal":
+        return lambda rng: math.exp(rng.normalvariate(mu, sigma))
+    return lambda rng: _quantize(math.exp(rng.normalvariate(mu, sigma)), q)  # q_log_normal
+
+
+def _draw(samplers: Mapping[str, Callable[[random.Random], Any]], seed: int, samples: int) -> list[Params]:
+    rng = random.Random(seed)
+    return [{name: draw(rng) for name, draw in samplers.items()} for _ in range(samples)]
+
+
+def _wandb_grid_values(p: WandbParam) -> list[Any]:
+    kind = p.kind()
+    if kind == "constant":
+        return [p.value]
+    if kind == "categorical":
+        return list(p.values or [])
+    if kind == "int_uniform":
+        return list(range(int(p.min), int(p.max) + 1))  # type: ignore[arg-type]
+    q = p.q if p.q is not None else 1  # q_uniform: W&B enumerates arange(min, max, q), max excluded
+    count = max(0, math.ceil((p.max - p.min) / q))  # type: ignore[operator]
+    return [p.min + i * q for i in range(count)]  # type: ignore[operator]
+
+
+def _grid(lists: Mapping[str, Sequence[Any]]) -> list[Params]:
+    names = list(lists)
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*lists.values())]
+
+
+# ------------------------------------------------------------------------------------------ expansion
+
+def _product(factors: list[list[Params]]) -> list[Params]:
+    if not factors:
+        return [{}]
+    if len(factors) == 1:
+        return [dict(p) for p in factors[0]]
+    out = []
+    for combo in itertools.product(*factors):
+        merged: Params = {}
+        for part in combo:
+            merged.update(part)
+        out.append(merged)
+    return out
+
+
+def _match_key(value: Any) -> tuple[str, Any]:
+    """Equality that keeps booleans apart from numbers (``True`` is not ``1``) but ``4 == 4.0``."""
+    if isinstance(value, bool):
+        return ("b", value)
+    if isinstance(value, (int, float)):
+        return ("n", value)
+    return ("s", value) if isinstance(value, str) else ("z", None)
+
+
+def _excluder(rules: list[dict[str, Any]], known: set[str]) -> Callable[[Params], bool] | None:
+    compiled: list[list[tuple[str, set[tuple[str, Any]]]]] = []
+    for i, rule in enumerate(rules):
+        for name in rule:
+            if name not in known:
+                raise ConfigError(ConfigProblem(
+                    f"exclude rule {i} names {name!r}, which the sweep does not define "
+                    f"(parameters: {', '.join(sorted(known)) or 'none'})", key=f"sweep.exclude.{i}"))
+        compiled.append([(n, {_match_key(x) for x in (v if isinstance(v, list) else [v])}) for n, v in rule.items()])
+    if not compiled:
+        return None
+
+    def excluded(p: Params) -> bool:
+        return any(all(n in p and _match_key(p[n]) in allowed for n, allowed in rule) for rule in compiled)
+    return excluded
+
+
+def _points_of(spec: SweepSpec, overrides: Mapping[str, Sequence[Any]] | None) -> list[Params]:
+    factors: list[list[Params]] = []
+    if spec.is_wandb:
+        flat = flatten_wandb(spec.parameters or {})
+        if spec.method == "grid":
+            pts = _grid({n: _wandb_grid_values(p) for n, p in flat.items()})
+            factors.append(pts[: spec.run_cap] if spec.run_cap else pts)
+        else:
+            count = spec.samples if spec.samples is not None else spec.run_cap
+            samplers = {n: _wandb_sampler(p) for n, p in flat.items()}
+            factors.append(_draw(samplers, spec.seed or 0, count or 0))
+    else:
+        if spec.grid:
+            factors.append(_grid(spec.grid))
+        for group in spec.zip or []:
+            names = list(group)
+            factors.append([dict(zip(names, row, strict=True)) for row in zip(*group.values(), strict=True)])
+        if spec.points:
+            factors.append([dict(p) for p in spec.points])
+        if spec.random:
+            samplers = {n: _native_sampler(p) for n, p in spec.random.parameters.items()}
+            factors.append(_draw(samplers, spec.random.seed, spec.random.samples))
+        if spec.union:
+            factors.append([p for sub in spec.union for p in _points_of(sub, None)])
+    known = set(spec.param_names())
+    if overrides:
+        factors.append(_grid(overrides))
+        known |= set(overrides)
+    points = _product(factors)
+    excluded = _excluder(spec.exclude, known)
+    if excluded is not None:
+        points = [p for p in points if not excluded(p)]
+    if spec.filter:
+        flt = compile_filter(spec.filter)
+        unknown = sorted(flt.names - known)
+        if unknown:
+            raise ConfigError(ConfigProblem(
+                f"filter names {', '.join(map(repr, unknown))}, which the sweep does not define "
+                f"(parameters: {', '.join(sorted(known)) or 'none'})", key="sweep.filter"))
+        try:
+            points = [p for p in points if flt(p)]
+        except FilterError as exc:
+            raise ConfigError(ConfigProblem(str(exc), key="sweep.filter")) from None
+    return points
+
+
+def expand(spec: SweepSpec | None, overrides: Sequence[str] | Mapping[str, Sequence[Any]] = ()) -> list[Point]:
+    """Expand a sweep (and command-line overrides) into its points, in a deterministic order.
+
+    Args:
+        spec: The validated ``sweep:`` section; ``None`` or empty gives one point without parameters.
+        overrides: Hydra-style ``KEY=V1,V2`` strings (see :func:`parse_overrides`) or an already
+            parsed grid. They combine with the sweep as a product (innermost loop); a name the
+            sweep also defines takes the override's values instead. The top-level ``exclude`` and
+            ``filter`` apply after the overrides.
+
+    Returns:
+        The points, duplicates dropped (first occurrence kept), indexed 0..N-1.
+
+    Raises:
+        ConfigError: Bad overrides, ``exclude``/``filter`` naming an unknown parameter, a filter
+            that fails on a point, or parameter names that collide as environment variables.
+    """
+    spec = spec or SweepSpec()
+    grid = parse_overrides(overrides) if overrides and not isinstance(overrides, Mapping) else dict(overrides or {})
+    env_names([*spec.param_names(), *grid])
+    out: list[Point] = []
+    seen: dict[str, str] = {}
+    to_json = _CanonicalEncoder()
+    sha256 = hashlib.sha256
+    for params in _points_of(spec, grid or None):
+        text = to_json(params)
+        pid = sha256(text.encode("utf-8")).hexdigest()[:POINT_ID_LENGTH]
+        other = seen.get(pid)
+        if other is not None:
+            if other != text:  # a 48-bit collision between different parameters: never silently merge
+                raise ConfigError(ConfigProblem(f"point id collision between {other} and {text}", key="sweep"))
+            continue
+        seen[pid] = text
+        out.append(Point(len(out), pid, params, text))
+    return out
+
+
+# -------------------------------------------------------------------------------------- environment file
+
+def env_value(value: Any) -> str:
+    """A parameter value as environment text: ``true``/``false``, empty for null, ``repr`` for floats."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def point_env_file_text(point: Point) -> str:
+    """The text of a bash file that exports a point's parameters (the array task ``source`` s it).
+
+    One ``export NAME=VALUE`` line per parameter (``NAME`` from :func:`env_name`, ``VALUE``
+    quoted with :func:`shlex.quote`, so any text, ``$(...)``, backticks, quotes and newlines
+    included, arrives verbatim), then ``HPCJOBS_POINT_ID``, ``HPCJOBS_POINT_INDEX`` and
+    ``HPCJOBS_PARAMS_JSON`` (the canonical JSON of all parameters).
+
+    Raises:
+        ConfigError: Parameter names that cannot be exported or that collide.
+    """
+    names = env_names(point.params)
+    lines = [f"# hpcjobs sweep point {point.point_id} (index {point.index})"]
+    lines += [f"export {names[k]}={shlex.quote(env_value(v))}" for k, v in point.params.items()]
+    lines.append(f"export HPCJOBS_POINT_ID={shlex.quote(point.point_id)}")
+    lines.append(f"export HPCJOBS_POINT_INDEX={point.index}")
+    lines.append(f"export HPCJOBS_PARAMS_JSON={shlex.quote(point.params_json)}")
+    return "\n".join(lines) + "\n"
+
+
+def iter_env_files(points: Iterable[Point]) -> Iterable[tuple[Point, str]]:
+    """``(point, point_env_file_text(point))`` for each point (a convenience for writers)."""
+    for p in points:
+        yield p, point_env_file_text(p)
