@@ -112,7 +112,9 @@ class LazyGroup(click.Group):
 
 
 #: Commands implemented in their own modules: name → ("module:command", short help).
-LAZY_COMMANDS: dict[str, tuple[str, str]] = {}
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "report": ("hpcjobs.commands.report:report", "Efficiency, queue wait and failure reports from accounting data."),
+}
 
 
 @click.group(cls=LazyGroup, lazy_commands=LAZY_COMMANDS,

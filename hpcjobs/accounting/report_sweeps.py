@@ -24,9 +24,17 @@ _POINT_META = ("point_id", "index", "params", "job_id", "array_job_id", "array_i
 _ID_KEY = re.compile(r"^\s*(\d+(?:_\d+|\[\d*\])?)")
 
 
+_ARRAY_KEY = re.compile(r"^\s*(\d+)")
+
+
 def _id_key(s: pd.Series) -> pd.Series:
-    """Scheduler-neutral job key: ``123_4`` (Slurm), ``1234[7]``/``1234[]`` (PBS, server suffix dropped)."""
+    """Scheduler-neutral job key: ``123_4`` (Slurm), ``1234[7]`` (PBS, server suffix dropped)."""
     return s.astype("string").str.extract(_ID_KEY, expand=False).astype("string")
+
+
+def _array_key(s: pd.Series) -> pd.Series:
+    """Scheduler-neutral array key: the sequence number (``11``; ``1234[].srv`` → ``1234``)."""
+    return s.astype("string").str.extract(_ARRAY_KEY, expand=False).astype("string")
 
 
 def _point_params(points: pd.DataFrame) -> pd.DataFrame:
@@ -36,7 +44,7 @@ def _point_params(points: pd.DataFrame) -> pd.DataFrame:
         params = pd.DataFrame.from_records(records, index=points.index)
     else:
         params = points[[c for c in points.columns if c not in _POINT_META]]
-    return params.infer_objects().convert_dtypes(convert_string=True)
+    return params.infer_objects().convert_dtypes()
 
 
 def _match(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> pd.Series:
@@ -55,9 +63,10 @@ def sweep_frame(points: pd.DataFrame, jobs: pd.DataFrame, *, gpu: pd.DataFrame |
     1. ``(array_job_id, array_index)`` against the schema's ``(array_job_id, array_task_id)``;
     2. ``job_id`` against ``job_id``;
     3. ``(sweep_id, chunk, array_index)`` against the ``hpcjobs:<sweep>:<chunk>:<token>`` tag's
-       ``(sweep_id, chunk)`` and ``array_task_id`` (for points whose submission was never recorded).
+       ``(sweep_id, chunk)`` and ``array_task_id`` (for points whose submission was never recorded;
+       a point without ``array_index`` matches the chunk's non-array job).
 
-    Ids are compared scheduler-neutrally (``1234[7].server`` ≡ ``1234[7]``; ``11`` ≡ ``11``). A
+    Ids are compared scheduler-neutrally (``1234[7].server`` ≡ ``1234[7]``; array ``1234[].server`` ≡ ``1234``). A
     requeued job that appears more than once counts with its last submission.
 
     Args:
@@ -78,7 +87,7 @@ def sweep_frame(points: pd.DataFrame, jobs: pd.DataFrame, *, gpu: pd.DataFrame |
     full = job_rows(jobs)
     right = pd.DataFrame({
         "_pos": pd.array(range(len(eff)), dtype="Int64"),
-        "array_job_id": _id_key(full["array_job_id"]),
+        "array_job_id": _array_key(full["array_job_id"]),
         "array_index": full["array_task_id"].astype("Int64"),
         "job_id": _id_key(full["job_id"]),
         "sweep_id": full["sweep_id"].astype("string"),
@@ -87,7 +96,7 @@ def sweep_frame(points: pd.DataFrame, jobs: pd.DataFrame, *, gpu: pd.DataFrame |
     n = len(points)
     col = points.get
     left = pd.DataFrame({
-        "array_job_id": _id_key(col("array_job_id", pd.Series(pd.NA, index=points.index))),
+        "array_job_id": _array_key(col("array_job_id", pd.Series(pd.NA, index=points.index))),
         "array_index": pd.array(col("array_index", pd.Series(pd.NA, index=points.index)), dtype="Int64"),
         "job_id": _id_key(col("job_id", pd.Series(pd.NA, index=points.index))),
         "sweep_id": pd.array(col("sweep_id", pd.Series([sweep_id] * n, index=points.index, dtype=object)),
@@ -96,7 +105,10 @@ def sweep_frame(points: pd.DataFrame, jobs: pd.DataFrame, *, gpu: pd.DataFrame |
     }, index=points.index)
     pos = _match(left, right, ["array_job_id", "array_index"])
     pos = pos.fillna(_match(left, right, ["job_id"]))
-    pos = pos.fillna(_match(left, right, ["sweep_id", "chunk", "array_index"]))
+    # rule 3: a non-array job of the chunk has no task index on either side
+    left3 = left.assign(array_index=left["array_index"].fillna(-1))
+    right3 = right.assign(array_index=right["array_index"].fillna(-1))
+    pos = pos.fillna(_match(left3, right3, ["sweep_id", "chunk", "array_index"]))
 
     fate_src = eff.assign(exit_code=full["exit_code"], exit_signal=full["exit_signal"],
                           submit_time=full["submit_time"], start_time=full["start_time"],

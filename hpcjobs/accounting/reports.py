@@ -142,7 +142,8 @@ def efficiency(df: pd.DataFrame, gpu: pd.DataFrame | None = None) -> pd.DataFram
     util = pd.Series(pd.NA, index=out.index, dtype="Float64")
     gmem = pd.Series(pd.NA, index=out.index, dtype="Int64")
     if gpu is not None and len(gpu):
-        g = gpu.drop_duplicates("job_id", keep="last").set_index(gpu["job_id"].astype(str).values)
+        g = gpu.drop_duplicates("job_id", keep="last")
+        g = g.set_index(pd.Index(g["job_id"].astype(str), name=None))
         keys = out["job_id"].astype(str)
         util = (keys.map(g["gpu_util_mean"]).astype("Float64") / 100.0).astype("Float64")
         if "gpu_mem_max_bytes" in g:
@@ -286,8 +287,6 @@ def queue_wait(df: pd.DataFrame, by: str | Sequence[str] = "partition", *, tz: s
         "mean_wait": pd.to_timedelta(g.mean(), unit="s"),
         "max_wait": pd.to_timedelta(g.max(), unit="s"),
     })
-    for c in ("median_wait", "p90_wait", "mean_wait", "max_wait"):
-        out[c] = out[c].dt.round("1s")
     return out.reset_index()
 
 
