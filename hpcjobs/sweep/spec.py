@@ -407,7 +407,10 @@ class SweepSpec(StrictModel):
         elif wandb_keys:
             raise ValueError(f"{', '.join(wandb_keys)} belong to a W&B-format sweep: add method: grid|random")
         self._check_no_overlap()
-        env_names(self.param_names())
+        try:
+            env_names(self.param_names())
+        except ConfigError as exc:
+            raise ValueError(exc.problems[0].message) from None
         return self
 
     def _part_names(self) -> list[tuple[str, list[str]]]:
