@@ -216,3 +216,19 @@ def test_accounting_argv() -> None:
                         "--endtime=2026-12-02T01:00:00"]
     argv = sacct_accounting_argv(users=["alice"], job_ids=["3", "5_1"], steps=False, duplicates=True)
     assert argv[4:] == ["--user=alice", "--jobs=3,5_1", "--allocations", "--duplicates"]
+
+
+def test_unordered_rows_and_large_input_paths() -> None:
+    """Steps out of order use the hash group-by; 60k rows take the threaded path; results agree."""
+    lines = (DATA / "testbed-22.05_sacct-steps-parsable2.txt").read_text().splitlines()
+    ordered = read_sacct_parsable2("\n".join(lines) + "\n", TESTBED_FIELDS)
+    shuffled = read_sacct_parsable2("\n".join(lines[::-1]) + "\n", TESTBED_FIELDS)
+    key = ["job_id", "step"]
+
+    def by_key(df: pd.DataFrame) -> pd.DataFrame:
+        return df.assign(step=df.step.fillna("")).sort_values(key).reset_index(drop=True)
+
+    pd.testing.assert_frame_equal(by_key(ordered), by_key(shuffled))
+    big = read_sacct_parsable2("\n".join(lines * 1400) + "\n", TESTBED_FIELDS)  # 63,000 rows
+    assert len(big) == 63_000
+    pd.testing.assert_frame_equal(by_key(big.iloc[:45].reset_index(drop=True)), by_key(ordered))

@@ -1,0 +1,213 @@
+"""Benchmark: ingest 1,000,000 sacct --parsable2 rows vs. a plain pyarrow-engine read_csv of the same text.
+
+Rows follow the shapes seen in real output (tests/data/slurm/testbed*, the shared fixtures): job rows
+followed by ``.batch``/``.extern`` steps (sometimes a ``.0`` srun step), array tasks ``A_i`` with their
+own JobIDRaw, collapsed pending ranges ``A_[5-9%2]``, het components ``J+0``/``J+1``, every final
+state including ``CANCELLED by <uid>``, ``Unknown``/``None`` times, ``D-HH:MM:SS`` limits,
+``UNLIMITED``, ``MM:SS.mmm`` CPU times, ``K`` MaxRSS on steps, TRES with typed GPUs and hpcjobs tags.
+
+Run: ``python benchmarks/bench_sacct_ingest.py [--rows N] [--repeat R]``. Prints figures only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import resource
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import numpy as np
+import pandas as pd
+
+from hpcjobs.accounting.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
+
+FIELDS = [f.lower() for f in SACCT_ACCOUNTING_FIELDS]
+END_STATES = [("COMPLETED", "0:0"), ("COMPLETED", "0:0"), ("COMPLETED", "0:0"), ("COMPLETED", "0:0"),
+              ("FAILED", "1:0"), ("FAILED", "3:0"), ("TIMEOUT", "0:0"), ("CANCELLED by 1001", "0:0"),
+              ("OUT_OF_MEMORY", "0:125"), ("NODE_FAIL", "0:0"), ("FAILED", "0:9"), ("PREEMPTED", "0:0")]
+USERS = [f"user{i:03d}" for i in range(200)]
+ACCOUNTS = [f"proj{i:02d}" for i in range(40)]
+PARTS = [("cpu", None), ("cpu", None), ("long", None), ("gpu", "a100"), ("gpu", "v100"), ("debug", None)]
+LIMITS = ["00:30:00", "01:00:00", "04:00:00", "12:00:00", "1-00:00:00", "2-00:00:00", "UNLIMITED", "Partition_Limit"]
+
+
+def _fmt_dur(s: int) -> str:
+    d, rem = divmod(s, 86400)
+    h, rem = divmod(rem, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{d}-{h:02d}:{m:02d}:{sec:02d}" if d else f"{h:02d}:{m:02d}:{sec:02d}"
+
+
+def _fmt_cpu(ms: int) -> str:
+    s, milli = divmod(ms, 1000)
+    m, sec = divmod(s, 60)
+    h, m = divmod(m, 60)
+    return f"{h:02d}:{m:02d}:{sec:02d}" if h else f"{m:02d}:{sec:02d}.{milli:03d}"
+
+
+def generate(n_rows: int, seed: int = 7) -> str:
+    """About ``n_rows`` realistic sacct lines in SACCT_ACCOUNTING_FIELDS order."""
+    rng = np.random.default_rng(seed)
+    t0 = datetime(2026, 11, 1)
+    lines: list[str] = []
+    raw = 1000
+    job = 1000
+    while len(lines) < n_rows:
+        job += 1
+        kind = rng.random()
+        user, account = USERS[rng.integers(len(USERS))], ACCOUNTS[rng.integers(len(ACCOUNTS))]
+        part, gpu_type = PARTS[rng.integers(len(PARTS))]
+        cpus = int(rng.choice([1, 2, 4, 8, 16, 32, 64]))
+        nodes = 1 if cpus <= 32 else 2
+        gpus = int(rng.choice([1, 2, 4])) if gpu_type else 0
+        mem_g = cpus * 4
+        tres = f"billing={cpus},cpu={cpus}" + (f",gres/gpu:{gpu_type}={gpus},gres/gpu={gpus}" if gpus else "")
+        tres += f",mem={mem_g}G,node={nodes}"
+        limit = LIMITS[rng.integers(len(LIMITS))]
+        tag = f"hpcjobs:sweep{job % 97}:{job % 5}:{job:08x}" if rng.random() < 0.3 else ""
+        submit = t0 + timedelta(seconds=int(rng.integers(0, 30 * 86400)))
+        n_tasks = int(rng.integers(2, 40)) if kind < 0.25 else 1
+        if kind > 0.97:  # pending job, or pending remainder of an array
+            ids = [(f"{job}_[{n_tasks}-{n_tasks + 9}%4]" if kind > 0.985 else str(job), str(job))]
+            for jid, jraw in ids:
+                vals = {"jobid": jid, "jobidraw": jraw, "jobname": f"job{job % 50}", "user": user,
+                        "account": account, "partition": part, "qos": "normal", "cluster": "c1",
+                        "state": "PENDING", "exitcode": "0:0", "submit": f"{submit:%Y-%m-%dT%H:%M:%S}",
+                        "eligible": f"{submit:%Y-%m-%dT%H:%M:%S}", "start": "Unknown", "end": "Unknown",
+                        "elapsedraw": "0", "timelimit": limit, "nnodes": str(nodes), "alloccpus": "0",
+                        "reqcpus": str(cpus), "reqtres": tres, "reqmem": f"{mem_g}G", "totalcpu": "00:00:00",
+                        "nodelist": "None assigned", "comment": tag}
+                lines.append("|".join(vals.get(f, "") for f in FIELDS))
+            continue
+        het = kind > 0.95
+        units = [(f"{job}+{k}", None) for k in range(2)] if het else (
+            [(f"{job}_{k}", k) for k in range(n_tasks)] if n_tasks > 1 else [(str(job), None)])
+        for unit_id, _task in units:
+            raw += 1
+            jraw = str(job) if unit_id == str(job) else str(raw)
+            state, exit_code = END_STATES[rng.integers(len(END_STATES))]
+            wait = int(rng.exponential(600))
+            elapsed = int(rng.exponential(3600))
+            cancelled_early = state.startswith("CANCELLED") and rng.random() < 0.3
+            start = submit + timedelta(seconds=wait)
+            end = start + timedelta(seconds=elapsed)
+            start_s = "None" if cancelled_early else f"{start:%Y-%m-%dT%H:%M:%S}"
+            end_s = f"{end:%Y-%m-%dT%H:%M:%S}"
+            cpu_ms = int(elapsed * cpus * 1000 * rng.random())
+            node = f"{part}{rng.integers(1, 400):03d}" if not cancelled_early else "None assigned"
+            vals = {"jobid": unit_id, "jobidraw": jraw, "jobname": f"job{job % 50}", "user": user,
+                    "account": account, "partition": part, "qos": "normal", "cluster": "c1", "state": state,
+                    "exitcode": exit_code, "submit": f"{submit:%Y-%m-%dT%H:%M:%S}",
+                    "eligible": f"{submit:%Y-%m-%dT%H:%M:%S}", "start": start_s, "end": end_s,
+                    "elapsedraw": "0" if cancelled_early else str(elapsed), "timelimit": limit,
+                    "nnodes": str(nodes), "alloccpus": "0" if cancelled_early else str(cpus), "reqcpus": str(cpus),
+                    "alloctres": "" if cancelled_early else tres, "reqtres": tres, "reqmem": f"{mem_g}G",
+                    "totalcpu": _fmt_cpu(cpu_ms), "nodelist": node, "comment": tag}
+            lines.append("|".join(vals.get(f, "") for f in FIELDS))
+            if cancelled_early:
+                continue
+            steps = ["batch", "extern"] + (["0"] if rng.random() < 0.2 else [])
+            for step in steps:
+                step_state = "CANCELLED" if state.startswith(("CANCELLED", "TIMEOUT")) and step == "batch" else (
+                    state if step != "extern" else "COMPLETED")
+                step_exit = "0:15" if step_state == "CANCELLED" else (exit_code if step != "extern" else "0:0")
+                rss = int(rng.integers(1500, 64 * 1024 * 1024)) if step != "extern" else int(rng.integers(1400, 1800))
+                svals = {"jobid": f"{unit_id}.{step}", "jobidraw": f"{jraw}.{step}", "jobname": step,
+                         "cluster": "c1", "state": step_state, "exitcode": step_exit, "submit": start_s,
+                         "eligible": start_s, "start": start_s, "end": end_s, "elapsedraw": str(elapsed),
+                         "nnodes": str(nodes), "alloccpus": str(cpus),
+                         "alloctres": f"cpu={cpus},mem={mem_g}G,node={nodes}", "maxrss": f"{rss}K",
+                         "totalcpu": _fmt_cpu(cpu_ms if step == "batch" else 1), "nodelist": node}
+                lines.append("|".join(svals.get(f, "") for f in FIELDS))
+    return "\n".join(lines[:n_rows]) + "\n"
+
+
+def _ours(path: str) -> int:
+    return len(read_sacct_parsable2(__import__("pathlib").Path(path), SACCT_ACCOUNTING_FIELDS))
+
+
+def _baseline(path: str) -> int:
+    names = list(SACCT_ACCOUNTING_FIELDS)
+    return len(pd.read_csv(path, sep="|", engine="pyarrow", dtype=str, header=None, names=names))
+
+
+def _status_kib(key: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _peak_child(fn: Callable[[str], int], path: str, queue: mp.Queue) -> None:
+    import pyarrow as pa
+
+    before = _status_kib("VmRSS")
+    try:  # reset the peak-RSS mark to the current RSS (Linux >= 4.0)
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        peak_source = "VmHWM"
+    except OSError:
+        peak_source = "ru_maxrss"
+    fn(path)
+    peak = _status_kib("VmHWM") if peak_source == "VmHWM" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    queue.put((before, peak, pa.default_memory_pool().max_memory(), peak_source))
+
+
+def peak_memory_mib(fn: Callable[[str], int], path: str) -> tuple[float, float, float, str]:
+    """Run ``fn`` once in a fresh process: (RSS before, peak RSS during, arrow pool peak) in MiB."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_peak_child, args=(fn, path, queue))
+    proc.start()
+    before, peak, pool, source = queue.get()
+    proc.join()
+    return before / 1024, peak / 1024, pool / 2**20, source
+
+
+def timed(fn: Callable[[str], int], path: str, repeat: int) -> tuple[float, int]:
+    times = []
+    n = 0
+    for _ in range(repeat):
+        t = time.perf_counter()
+        n = fn(path)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    t = time.perf_counter()
+    text = generate(args.rows)
+    gen_s = time.perf_counter() - t
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "sacct.txt")
+        with open(path, "w") as fh:
+            fh.write(text)
+        del text
+        size_mb = os.path.getsize(path) / 1e6
+        print(f"generated {args.rows:,} rows, {size_mb:.0f} MB in {gen_s:.1f} s")
+        _ours(path), _baseline(path)  # warm the page cache and imports
+        base_s, n_base = timed(_baseline, path, args.repeat)
+        ours_s, n_ours = timed(_ours, path, args.repeat)
+        assert n_base == n_ours == args.rows, (n_base, n_ours)
+        print(f"pandas.read_csv(engine='pyarrow', dtype=str): median {base_s:.3f} s of {args.repeat}")
+        print(f"read_sacct_parsable2 (typed schema):         median {ours_s:.3f} s of {args.repeat}")
+        print(f"ratio: {ours_s / base_s:.2f}x  (goal <= 1.5x)")
+        for name, fn in (("read_csv baseline", _baseline), ("read_sacct_parsable2", _ours)):
+            before, peak, pool, source = peak_memory_mib(fn, path)
+            print(f"peak memory {name}: {peak:.0f} MiB RSS ({source}; {before:.0f} MiB before the call, "
+                  f"+{peak - before:.0f} MiB), arrow pool peak {pool:.0f} MiB")
+        print(f"cpus available: {os.cpu_count()}")
+
+
+if __name__ == "__main__":
+    main()
