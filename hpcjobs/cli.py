@@ -101,7 +101,8 @@ class LazyGroup(click.Group):
         rows = []
         for name in self.list_commands(ctx):
             if name in self.lazy_commands:
-                rows.append((name, self.lazy_commands[name][1]))
+                if self.lazy_commands[name][1]:  # an empty help hides the command
+                    rows.append((name, self.lazy_commands[name][1]))
             else:
                 cmd = super().get_command(ctx, name)
                 if cmd is not None and not cmd.hidden:
@@ -114,6 +115,12 @@ class LazyGroup(click.Group):
 #: Commands implemented in their own modules: name → ("module:command", short help).
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("hpcjobs.commands.report:report", "Efficiency, queue wait and failure reports from accounting data."),
+    "sweep": ("hpcjobs.commands.sweep:sweep", "Submit (or resume) the parameter sweep of an experiment."),
+    "status": ("hpcjobs.commands.sweep:status", "Show a sweep's progress (one scheduler call per poll)."),
+    "cancel": ("hpcjobs.commands.sweep:cancel", "Cancel a sweep's queued and running jobs."),
+    "resubmit": ("hpcjobs.commands.sweep:resubmit", "Submit a sweep's failed points again."),
+    "ls": ("hpcjobs.commands.sweep:ls", "List the sweeps in the sweep folder."),
+    "sweep-run-local": ("hpcjobs.commands.sweep:sweep_run_local", ""),
 }
 
 

@@ -92,6 +92,16 @@ class PbsProBackend:
         except Exception:
             return a == b
 
+    def job_key(self, job_id: str) -> str:
+        """A comparison key for an id: sequence number and array index, without the server suffix."""
+        try:
+            jid = fmt.parse_job_id(job_id)
+        except Exception:  # noqa: BLE001 - an id of another form is its own key
+            return job_id
+        if jid.index is not None:
+            return f"{jid.sequence}[{jid.index}]"
+        return f"{jid.sequence}[]" if jid.is_array else str(jid.sequence)
+
     def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
         """``qdel`` of all ``job_ids`` in one call."""
         return ["qdel", *job_ids]

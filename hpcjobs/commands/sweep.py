@@ -1,0 +1,225 @@
+"""``hpcjobs sweep | status | cancel | resubmit | ls``: options in, one library call, output out."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import click
+
+from hpcjobs.cli import console, handle_errors
+
+STATE_STYLE = {"COMPLETED": "green", "FAILED": "red", "TIMEOUT": "red", "OUT_OF_MEMORY": "red",
+               "CANCELLED": "yellow", "RUNNING": "cyan", "PENDING": "blue", "NODE_FAIL": "red"}
+
+
+def _progress_bar(label: str) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console(), transient=False)
+
+
+@click.command()
+@click.argument("experiment", type=click.Path(dir_okay=False))
+@click.argument("sweep_args", nargs=-1, metavar="[PARAM=V1,V2 ...]")
+@click.option("--site", metavar="NAME", help="Site config (name or path); default: the file's, else detected.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the experiment.")
+@click.option("--throttle", type=click.IntRange(min=1), help="At most N tasks of each array run at once.")
+@click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders (default ./hpcjobs-sweeps).")
+@click.option("--dry-run", is_flag=True, help="Render everything and print the scheduler commands; submit nothing.")
+@click.option("--detach", is_flag=True, help="Return right after submitting (local site: run in the background).")
+@click.option("--workers", type=click.IntRange(min=1), help="Local site: points run at once (default: CPUs).")
+@click.option("--force", is_flag=True, help="Go on although the experiment file changed since the sweep was planned.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overrides: tuple[str, ...],
+          throttle: int | None, root: str | None, dry_run: bool, detach: bool, workers: int | None,
+          force: bool, as_json: bool) -> None:
+    """Submit (or resume) the parameter sweep of EXPERIMENT.
+
+    Hydra-style PARAM=V1,V2 arguments add a grid to the file's sweep. Running the same command
+    again continues the same sweep: nothing is submitted twice and nothing is lost.
+    """
+    from hpcjobs.sweep.api import run_sweep
+
+    bar = None if (as_json or dry_run) else _progress_bar("points")
+    task = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal task
+        if bar is None:
+            return
+        if task is None:
+            task = bar.add_task("points", total=total)
+        bar.update(task, completed=done)
+
+    if bar is not None:
+        bar.start()
+    try:
+        prepared, report = run_sweep(experiment, site=site, overrides=overrides, sweep_args=sweep_args, root=root,
+                                     throttle=throttle, dry_run=dry_run, force=force, detach=detach,
+                                     workers=workers, progress=progress)
+    finally:
+        if bar is not None:
+            bar.stop()
+    if dry_run:
+        import shlex
+
+        if as_json:
+            click.echo(json.dumps({"sweep_id": prepared.sweep_id, "points": len(prepared.points),
+                                   "commands": report.dry_run_commands}))
+        else:
+            click.echo(f"# sweep {prepared.sweep_id}: {len(prepared.points)} points on {prepared.site.name}")
+            for argv in report.dry_run_commands:
+                click.echo(shlex.join(argv))
+        return
+    if as_json:
+        click.echo(json.dumps({"sweep_id": prepared.sweep_id, "folder": str(prepared.folder),
+                               "points": len(prepared.points), "chunks_submitted": report.chunks_submitted,
+                               "points_submitted": report.points_submitted, "recovered": report.recovered,
+                               "job_ids": report.job_ids}))
+        return
+    click.echo(f"sweep {prepared.sweep_id}: {len(prepared.points)} points; submitted {report.points_submitted} in "
+               f"{report.chunks_submitted} job(s) {' '.join(report.job_ids)}".rstrip())
+    if not detach and prepared.site.scheduler != "local":
+        click.echo(f"follow it with: hpcjobs status {prepared.sweep_id} --watch")
+
+
+def _status_table(status: Any) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"{status.sweep_id} ({status.site}, {status.scheduler}): "
+                        f"{status.finished}/{status.total} finished", box=None)
+    table.add_column("state")
+    table.add_column("points", justify="right")
+    for state, n in sorted(status.counts.items(), key=lambda kv: -kv[1]):
+        table.add_row(f"[{STATE_STYLE.get(state, 'white')}]{state}[/]", str(n))
+    return table
+
+
+@click.command()
+@click.argument("sweep_name", metavar="SWEEP")
+@click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders.")
+@click.option("--watch", is_flag=True, help="Poll until every point is finished, with a live table.")
+@click.option("--interval", type=float, default=10.0, show_default=True, help="Seconds between polls (--watch).")
+@click.option("--points", "show_points", is_flag=True, help="List every point with its parameters.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def status(sweep_name: str, root: str | None, watch: bool, interval: float, show_points: bool,
+           as_json: bool) -> None:
+    """Show a sweep's progress (one batched scheduler call per poll)."""
+    from hpcjobs.sweep.api import sweep_status
+
+    st = sweep_status(sweep_name, root=root)
+    if watch and not as_json:
+        from rich.live import Live
+
+        with Live(_status_table(st), console=console(stderr=False), refresh_per_second=2) as live:
+            while not st.done:
+                time.sleep(interval)
+                st = sweep_status(sweep_name, root=root)
+                live.update(_status_table(st))
+    elif watch:
+        while not st.done:
+            time.sleep(interval)
+            st = sweep_status(sweep_name, root=root)
+    if as_json:
+        click.echo(json.dumps(st.as_dict(), default=str))
+        return
+    out = console(stderr=False)
+    if not watch:
+        out.print(_status_table(st))
+    if show_points:
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table("index", "point", "state", "exit", "job", "params", box=None)
+        for p in st.points:
+            table.add_row(str(p.index), p.point_id, f"[{STATE_STYLE.get(p.state, 'white')}]{p.state}[/]",
+                          "" if p.exit_code is None else str(p.exit_code), p.job_id or "",
+                          escape(json.dumps(p.params)))
+        out.print(table)
+
+
+@click.command()
+@click.argument("sweep_name", metavar="SWEEP")
+@click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders.")
+@handle_errors
+def cancel(sweep_name: str, root: str | None) -> None:
+    """Cancel a sweep's queued and running jobs, and its points not yet submitted."""
+    from hpcjobs.sweep.api import cancel_sweep
+
+    ids = cancel_sweep(sweep_name, root=root)
+    click.echo(f"cancelled {len(ids)} job(s) {' '.join(ids)}".rstrip())
+
+
+@click.command()
+@click.argument("sweep_name", metavar="SWEEP")
+@click.option("--failed", "which", flag_value="failed", default=True, help="Every failure state (default).")
+@click.option("--state", "states_", multiple=True, help="Only points in these states (e.g. TIMEOUT).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Change the experiment for the retry.")
+@click.option("--scale-walltime", type=float, help="Multiply the wall time (e.g. 2 for points that timed out).")
+@click.option("--throttle", type=click.IntRange(min=1), help="At most N tasks of each array run at once.")
+@click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders.")
+@click.option("--force", is_flag=True, help="Go on although the experiment file changed.")
+@handle_errors
+def resubmit(sweep_name: str, which: str, states_: tuple[str, ...], overrides: tuple[str, ...],
+             scale_walltime: float | None, throttle: int | None, root: str | None, force: bool) -> None:
+    """Submit a sweep's failed points again, optionally with changed resources."""
+    from hpcjobs import states
+    from hpcjobs.sweep.api import resubmit_sweep
+
+    wanted = tuple(s.upper() for s in states_) or tuple(sorted(states.FAILURE_STATES))
+    bad = [s for s in wanted if s not in states.ALL_STATES]
+    if bad:
+        raise click.BadParameter(f"unknown state(s) {', '.join(bad)}; choose from {', '.join(states.ALL_STATES)}",
+                                 param_hint="--state")
+    prepared, report, reset = resubmit_sweep(sweep_name, which=wanted, overrides=overrides,
+                                             scale_walltime=scale_walltime, root=root, throttle=throttle, force=force)
+    click.echo(f"sweep {prepared.sweep_id}: {reset} point(s) reset; submitted {report.points_submitted} in "
+               f"{report.chunks_submitted} job(s) {' '.join(report.job_ids)}".rstrip())
+
+
+@click.command("ls")
+@click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def ls(root: str | None, as_json: bool) -> None:
+    """List the sweeps under the sweep folder (from their ledgers; no scheduler call)."""
+    from hpcjobs.sweep.api import list_sweeps
+
+    sweeps = list_sweeps(root)
+    if as_json:
+        click.echo(json.dumps([{"sweep_id": s.sweep_id, "folder": str(s.folder), "site": s.site,
+                                "scheduler": s.scheduler, "created_at": s.created_at, "counts": s.counts}
+                               for s in sweeps]))
+        return
+    from datetime import datetime
+
+    from rich.table import Table
+
+    table = Table("sweep", "site", "created", "points", "states", box=None)
+    for s in sweeps:
+        created = datetime.fromtimestamp(s.created_at).strftime("%Y-%m-%d %H:%M")
+        summary = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items(), key=lambda kv: -kv[1]))
+        table.add_row(s.sweep_id, s.site, created, str(sum(s.counts.values())), summary)
+    console(stderr=False).print(table)
+
+
+@click.command("sweep-run-local", hidden=True)
+@click.argument("folder", type=click.Path(file_okay=False, exists=True))
+@click.option("--workers", type=click.IntRange(min=1))
+@handle_errors
+def sweep_run_local(folder: str, workers: int | None) -> None:
+    """Run a local sweep's pending points (what `hpcjobs sweep --detach` starts in the background)."""
+    from pathlib import Path
+
+    from hpcjobs.sweep.api import prepared_from_ledger
+    from hpcjobs.sweep.ledger import Ledger
+    from hpcjobs.sweep.local import run_local
+
+    prepared = prepared_from_ledger(Path(folder))
+    with Ledger.open(prepared.folder) as ledger:
+        run_local(prepared, ledger, workers=workers)

@@ -1,0 +1,329 @@
+"""The library calls behind ``hpcjobs sweep | status | cancel | resubmit | ls``.
+
+Each opens the sweep's ledger, makes its scheduler calls through the backend's client (one batched
+status call per poll), and returns plain data; the CLI only prints it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpcjobs import states
+from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError
+from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.sweep.ledger import Ledger, PointRecord, experiment_sha256
+from hpcjobs.sweep.prepare import PreparedSweep, prepare_sweep, sweep_root
+from hpcjobs.sweep.submitter import SubmitReport, SweepSubmitter, open_ledger, poll_status, submitted_job_ids
+from hpcjobs.units import format_walltime_slurm
+
+Progress = Callable[[int, int], None]
+
+
+def client_for(scheduler: str) -> SchedulerClient:
+    """A client for a scheduler family."""
+    from hpcjobs.schedulers.registry import get_backend
+
+    return SchedulerClient(get_backend(scheduler))
+
+
+def run_sweep(
+    path: str | Path,
+    *,
+    site: str | None = None,
+    overrides: Sequence[str] = (),
+    sweep_args: Sequence[str] = (),
+    root: str | Path | None = None,
+    throttle: int | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+    detach: bool = False,
+    workers: int | None = None,
+    progress: Progress | None = None,
+    client: SchedulerClient | None = None,
+) -> tuple[PreparedSweep, SubmitReport]:
+    """Plan (or resume) a sweep and submit its pending points; on the ``local`` site, run them.
+
+    Running the same command again continues the same sweep: points already submitted are
+    never submitted twice, points never submitted are.
+
+    Raises:
+        ConfigError: Bad input (nothing is written or submitted).
+        LedgerError: Another process is submitting the sweep, or the experiment changed (use ``force``).
+        SubmitError: The scheduler refused a chunk (what was submitted stays recorded).
+    """
+    prepared = prepare_sweep(path, site=site, overrides=overrides, sweep_args=sweep_args, root=root)
+    if dry_run:
+        from hpcjobs.sweep.submitter import SubmitReport as _Report
+
+        report = _Report(prepared.sweep_id, len(prepared.points))
+        sub = SweepSubmitter(prepared, _DryLedger(prepared), client or client_for(prepared.site.scheduler),
+                             throttle=throttle)
+        return prepared, sub.submit(dry_run=True) if prepared.site.scheduler != "local" else report
+    how = {"overrides": list(overrides), "sweep_args": list(sweep_args), "site_arg": site,
+           "submit_dir": str(prepared.submit_dir), "throttle": throttle}
+    with open_ledger(prepared, force=force, how=how) as ledger:
+        if prepared.site.scheduler == "local":
+            if detach:
+                return prepared, _detach_local(prepared, workers)
+            from hpcjobs.sweep.local import run_local
+
+            return prepared, run_local(prepared, ledger, workers=workers, progress=progress)
+        submitter = SweepSubmitter(prepared, ledger, client or client_for(prepared.site.scheduler),
+                                   throttle=throttle, progress=progress)
+        return prepared, submitter.submit()
+
+
+class _DryLedger:
+    """Just enough of a ledger for a dry run: every point pending, nothing recorded."""
+
+    def __init__(self, prepared: PreparedSweep) -> None:
+        self._points = prepared.points
+
+    def lock(self) -> Any:
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def pending_points(self) -> list[Any]:
+        return list(self._points)
+
+    def submissions(self, state: Any = None) -> list[Any]:
+        return []
+
+
+def _detach_local(prepared: PreparedSweep, workers: int | None) -> SubmitReport:
+    """Start the local runner in its own session and return at once."""
+    log = prepared.folder / "local-runner.log"
+    prepared.folder.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "hpcjobs", "sweep-run-local", str(prepared.folder)]
+    if workers:
+        argv += ["--workers", str(workers)]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
+                                cwd=prepared.submit_dir, start_new_session=True)
+    report = SubmitReport(prepared.sweep_id, len(prepared.points))
+    report.job_ids.append(f"local runner pid {proc.pid}")
+    return report
+
+
+# ----------------------------------------------------------------------------- finding sweeps
+
+
+def find_sweep(name: str | Path, root: str | Path | None = None) -> Path:
+    """The folder of a sweep given by folder path, full id, or a unique prefix of an id.
+
+    Raises:
+        ConfigError: No such sweep, or the prefix is ambiguous (with the candidates).
+    """
+    p = Path(name)
+    if (p / "ledger.sqlite").is_file():
+        return p.resolve()
+    base = sweep_root(root)
+    candidates = sorted(d.name for d in base.glob("*") if (d / "ledger.sqlite").is_file()) if base.is_dir() else []
+    exact = [c for c in candidates if c == str(name)]
+    matches = exact or [c for c in candidates if c.startswith(str(name))]
+    if len(matches) == 1:
+        return base / matches[0]
+    what = "ambiguous sweep" if matches else "no sweep"
+    raise ConfigError(ConfigProblem(f"{what} {str(name)!r} in {base}", key="sweep",
+                                    choices=tuple(matches or candidates)))
+
+
+def prepared_from_ledger(folder: Path, *, extra_overrides: Sequence[str] = (), force: bool = False) -> PreparedSweep:
+    """Prepare a sweep again from what its ledger recorded (file, overrides, site), keeping its id."""
+    with Ledger.open(folder) as ledger:
+        meta = ledger.meta
+    how = meta.extra
+    prepared = prepare_sweep(meta.experiment_path, site=how.get("site_arg"),
+                             overrides=[*how.get("overrides", []), *extra_overrides],
+                             sweep_args=how.get("sweep_args", []), root=folder.parent,
+                             submit_dir=how.get("submit_dir"))
+    if experiment_sha256(prepared.experiment_text) != meta.experiment_sha256 and not force:
+        raise LedgerError(f"{meta.experiment_path} changed since sweep {meta.sweep_id} was planned; "
+                          "use --force to go on with the new text")
+    return dataclasses.replace(prepared, sweep_id=meta.sweep_id, folder=folder)
+
+
+# ----------------------------------------------------------------------------- status
+
+
+@dataclass(frozen=True)
+class SweepStatus:
+    """A sweep's state after one status poll.
+
+    Attributes:
+        sweep_id: The sweep.
+        folder: Its folder.
+        site: Site name.
+        scheduler: Scheduler family.
+        counts: Points per state.
+        points: Every point's record.
+        changed: How many points the poll changed.
+    """
+
+    sweep_id: str
+    folder: Path
+    site: str
+    scheduler: str
+    counts: dict[str, int]
+    points: list[PointRecord]
+    changed: int
+
+    @property
+    def total(self) -> int:
+        """Points in the sweep (removed ones excluded)."""
+        return sum(n for s, n in self.counts.items() if s != "REMOVED")
+
+    @property
+    def finished(self) -> int:
+        """Points in a terminal state."""
+        return sum(n for s, n in self.counts.items() if s in states.TERMINAL_STATES)
+
+    @property
+    def done(self) -> bool:
+        """Every point is finished."""
+        return self.finished == self.total
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "sweep_id": self.sweep_id, "folder": str(self.folder), "site": self.site, "scheduler": self.scheduler,
+            "total": self.total, "finished": self.finished, "counts": self.counts,
+            "points": [{"point_id": p.point_id, "index": p.index, "params": p.params, "state": p.state,
+                        "state_raw": p.state_raw, "exit_code": p.exit_code, "job_id": p.job_id,
+                        "array_job_id": p.array_job_id, "array_index": p.array_index, "attempt": p.attempt}
+                       for p in self.points],
+        }
+
+
+def sweep_status(name: str | Path, *, root: str | Path | None = None, poll: bool = True,
+                 client: SchedulerClient | None = None) -> SweepStatus:
+    """Poll the scheduler once for the sweep's live jobs (one batched call) and read the ledger."""
+    folder = find_sweep(name, root)
+    with Ledger.open(folder) as ledger:
+        meta = ledger.meta
+        changed = 0
+        if poll and meta.scheduler != "local":
+            changed = poll_status(ledger, client or client_for(meta.scheduler))
+        return SweepStatus(meta.sweep_id, folder, meta.site, meta.scheduler, ledger.summary(), ledger.points(),
+                           changed)
+
+
+def cancel_sweep(name: str | Path, *, root: str | Path | None = None,
+                 client: SchedulerClient | None = None) -> list[str]:
+    """Cancel the sweep's queued and running jobs (one call) and its never-submitted points.
+
+    Returns:
+        The job ids cancelled.
+    """
+    folder = find_sweep(name, root)
+    with Ledger.open(folder) as ledger:
+        meta = ledger.meta
+        ledger.cancel_pending()
+        live = {p.submission_token for p in ledger.points() if p.state not in states.TERMINAL_STATES}
+        ids = [s.job_id for s in ledger.submissions() if s.job_id and s.state == "submitted" and s.token in live]
+        if meta.scheduler == "local":
+            _cancel_local(ids)
+            return ids
+        if ids:
+            c = client or client_for(meta.scheduler)
+            c.cancel(ids)
+            poll_status(ledger, c)
+        return ids
+
+
+def _cancel_local(job_ids: Sequence[str]) -> None:
+    import signal
+
+    from hpcjobs.sweep.local import _runner_pid
+
+    for j in job_ids:
+        pid = _runner_pid(j)
+        if pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(os.getpgid(pid), signal.SIGTERM)
+
+
+def resubmit_sweep(
+    name: str | Path,
+    *,
+    which: Sequence[str] = tuple(sorted(states.FAILURE_STATES)),
+    overrides: Sequence[str] = (),
+    scale_walltime: float | None = None,
+    root: str | Path | None = None,
+    throttle: int | None = None,
+    force: bool = False,
+    client: SchedulerClient | None = None,
+) -> tuple[PreparedSweep, SubmitReport, int]:
+    """Resubmit finished points in the given states, optionally with changed resources.
+
+    Args:
+        which: States whose points go again (default: every failure state).
+        overrides: ``--set`` overrides for the new attempt (e.g. ``resources.memory=32G``).
+        scale_walltime: Multiply the wall time (e.g. 2 for points that timed out).
+
+    Returns:
+        The re-prepared sweep, the submission report, and how many points were reset.
+    """
+    folder = find_sweep(name, root)
+    extra = list(overrides)
+    if scale_walltime:
+        base = prepared_from_ledger(folder, extra_overrides=extra, force=force)
+        if base.job.walltime is None:
+            raise ConfigError(ConfigProblem("the job has no wall time to scale; use --set resources.walltime=...",
+                                            key="resources.walltime"))
+        extra.append(f"resources.walltime={format_walltime_slurm(int(base.job.walltime * scale_walltime))}")
+    prepared = prepared_from_ledger(folder, extra_overrides=extra, force=force)
+    with Ledger.open(folder) as ledger:
+        c = client or (client_for(prepared.site.scheduler) if prepared.site.scheduler != "local" else None)
+        if c is not None:
+            poll_status(ledger, c)
+        ids = [p.point_id for p in ledger.points(list(which))]
+        reset = ledger.reset_for_resubmit(ids)
+        if prepared.site.scheduler == "local":
+            from hpcjobs.sweep.local import run_local
+
+            return prepared, run_local(prepared, ledger), reset
+        assert c is not None
+        return prepared, SweepSubmitter(prepared, ledger, c, throttle=throttle).submit(), reset
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """One line of ``hpcjobs ls``."""
+
+    sweep_id: str
+    folder: Path
+    site: str
+    scheduler: str
+    created_at: float
+    counts: dict[str, int]
+
+
+def list_sweeps(root: str | Path | None = None) -> list[SweepSummary]:
+    """Every sweep under the sweep root, oldest first (read from the ledgers; no scheduler call)."""
+    base = sweep_root(root)
+    out = []
+    for d in sorted(base.glob("*")) if base.is_dir() else []:
+        if not (d / "ledger.sqlite").is_file():
+            continue
+        try:
+            with Ledger.open(d) as ledger:
+                meta = ledger.meta
+                out.append(SweepSummary(meta.sweep_id, d, meta.site, meta.scheduler, meta.created_at,
+                                        ledger.summary()))
+        except LedgerError:
+            continue
+    return sorted(out, key=lambda s: s.created_at)
+
+
+__all__ = ["SweepStatus", "SweepSummary", "cancel_sweep", "find_sweep", "list_sweeps", "prepared_from_ledger",
+           "resubmit_sweep", "run_sweep", "submitted_job_ids", "sweep_status"]

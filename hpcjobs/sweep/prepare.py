@@ -1,0 +1,170 @@
+"""From an experiment file to a prepared sweep: expanded points, the resolved job, the sweep's folder.
+
+A sweep's id is derived from what defines it (the experiment's name, the file's text, the
+``--set`` and sweep overrides, the site), so running the same command again finds the same
+sweep and continues it instead of starting another.
+
+Layout of a sweep folder (``<root>/<sweep_id>/``, on a filesystem the compute nodes see)::
+
+    ledger.sqlite             the ledger (hpcjobs.sweep.ledger)
+    lock                      the submitter lock
+    experiment.yaml           a copy of the experiment file as submitted
+    points/<point_id>/        one run folder per point: params.env (sourced by the task), params.json
+    chunks/<n>.ids            point ids of chunk n, one per line: array index i is line i+1
+    scripts/<n>.<token>.sh    the array script of each submission attempt
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hpcjobs.config.experiment import Experiment
+from hpcjobs.config.loading import load_experiment
+from hpcjobs.config.site import SiteConfig
+from hpcjobs.config.yamlio import YamlDocument
+from hpcjobs.output import atomic_write_text
+from hpcjobs.render.script import ARRAY_INDEX_VAR, load_site_for, render_job
+from hpcjobs.resolve import ResolvedJob, resolve
+from hpcjobs.schedulers.base import ArraySpec
+from hpcjobs.sweep.expand import Point, expand, point_env_file_text
+from hpcjobs.sweep.spec import SweepSpec
+
+#: Where sweep folders go unless told otherwise (relative to the submit directory).
+DEFAULT_SWEEP_ROOT = "hpcjobs-sweeps"
+
+
+def sweep_root(root: str | Path | None = None) -> Path:
+    """The folder holding sweep folders: ``root``, else ``$HPCJOBS_SWEEP_ROOT``, else ``./hpcjobs-sweeps``."""
+    return Path(root or os.environ.get("HPCJOBS_SWEEP_ROOT") or DEFAULT_SWEEP_ROOT).resolve()
+
+
+@dataclass(frozen=True)
+class PreparedSweep:
+    """Everything needed to submit (or resume) a sweep.
+
+    Attributes:
+        sweep_id: ``<name>-<8 hex>``, stable for the same file, overrides and site.
+        folder: The sweep's folder.
+        experiment_path: The experiment file.
+        experiment_text: Its text as read (hashed into the ledger to detect changes).
+        experiment: The validated experiment (``--set`` applied).
+        site: The site config.
+        job: The job every point runs, resolved and checked against the site's limits.
+        points: The expanded points, in order.
+        submit_dir: Where jobs are submitted from (their working directory; relative output paths
+            and relative paths in the command are relative to it).
+    """
+
+    sweep_id: str
+    folder: Path
+    experiment_path: Path
+    experiment_text: str
+    experiment: Experiment
+    site: SiteConfig
+    job: ResolvedJob
+    points: tuple[Point, ...]
+    submit_dir: Path
+
+
+def make_sweep_id(name: str, experiment_text: str, overrides: Sequence[str], sweep_args: Sequence[str],
+                  site: str) -> str:
+    """``<name>-<first 8 hex of sha256(file text, overrides, sweep arguments, site)>``."""
+    h = hashlib.sha256()
+    for part in (experiment_text, "\0".join(overrides), "\0".join(sweep_args), site):
+        h.update(part.encode("utf-8"))
+        h.update(b"\x1f")
+    return f"{name}-{h.hexdigest()[:8]}"
+
+
+def prepare_sweep(
+    path: str | Path,
+    *,
+    site: str | None = None,
+    overrides: Sequence[str] = (),
+    sweep_args: Sequence[str] = (),
+    root: str | Path | None = None,
+    submit_dir: str | Path | None = None,
+) -> PreparedSweep:
+    """Load, check and expand a sweep; nothing is written.
+
+    Args:
+        path: The experiment file.
+        site: Site override (name or file).
+        overrides: ``--set KEY=VALUE`` overrides of the experiment.
+        sweep_args: Hydra-style sweep arguments (``lr=0.1,0.01``), combined with the file's sweep.
+        root: Folder of sweep folders.
+        submit_dir: Working directory of the jobs (default: the current directory).
+
+    Raises:
+        ConfigError: Bad experiment, sweep or site, or a request the site cannot satisfy.
+    """
+    experiment_path = Path(path).resolve()
+    experiment, doc = load_experiment(experiment_path, overrides)
+    text = experiment_path.read_text(encoding="utf-8")
+    site_config, site_file = load_site_for(experiment, site)
+    spec = _sweep_spec(experiment, doc)
+    points = expand(spec, sweep_args)
+    job = resolve(experiment, site_config, doc=doc, site_file=site_file)
+    sweep_id = make_sweep_id(experiment.name, text, overrides, sweep_args, site_config.name)
+    return PreparedSweep(sweep_id, sweep_root(root) / sweep_id, experiment_path, text, experiment,
+                         site_config, job, tuple(points), Path(submit_dir or Path.cwd()).resolve())
+
+
+def _sweep_spec(experiment: Experiment, doc: YamlDocument) -> SweepSpec | None:
+    raw = experiment.sweep
+    if raw is None or isinstance(raw, SweepSpec):
+        return raw
+    from hpcjobs.config.validation import validate_document
+
+    return validate_document(SweepSpec, doc, raw, prefix=("sweep",))  # type: ignore[arg-type]
+
+
+def write_point_files(prepared: PreparedSweep) -> None:
+    """Write each point's ``params.env`` and ``params.json`` (atomically; unchanged files are kept)."""
+    for point in prepared.points:
+        folder = prepared.folder / "points" / point.point_id
+        env_text = point_env_file_text(point)
+        env_path = folder / "params.env"
+        if not env_path.exists() or env_path.read_text(encoding="utf-8") != env_text:
+            atomic_write_text(env_path, env_text)
+            atomic_write_text(folder / "params.json", json.dumps(point.params, indent=1) + "\n")
+
+
+def write_chunk_file(folder: Path, chunk: int, point_ids: Sequence[str]) -> Path:
+    """``chunks/<chunk>.ids``: the chunk's point ids, array index i on line i+1."""
+    return atomic_write_text(folder / "chunks" / f"{chunk}.ids", "".join(f"{p}\n" for p in point_ids))
+
+
+def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle: int | None) -> ResolvedJob:
+    """The resolved job of one chunk: an array of ``size`` tasks whose task reads its point by index.
+
+    The preamble (added before the experiment's own setup lines) finds the point of this array
+    index in ``chunks/<chunk>.ids`` and sources its ``params.env``, so one script serves every point
+    and a parameter value never becomes shell code.
+    """
+    index_var = ARRAY_INDEX_VAR[prepared.site.scheduler]
+    folder = shlex.quote(str(prepared.folder))
+    preamble = (
+        f"export HPCJOBS_SWEEP_ID={shlex.quote(prepared.sweep_id)} HPCJOBS_SWEEP_DIR={folder}",
+        f"export HPCJOBS_CHUNK={chunk} HPCJOBS_ARRAY_INDEX=\"${{{index_var}:?not an array task}}\"",
+        'HPCJOBS_POINT_ID=$(sed -n "$((HPCJOBS_ARRAY_INDEX + 1))p" '
+        f'"$HPCJOBS_SWEEP_DIR/chunks/{chunk}.ids")',
+        'export HPCJOBS_RUN_DIR="$HPCJOBS_SWEEP_DIR/points/$HPCJOBS_POINT_ID"',
+        '# shellcheck source=/dev/null',
+        'source "$HPCJOBS_RUN_DIR/params.env"',
+    )
+    return replace(prepared.job, setup=preamble + prepared.job.setup,
+                   array=ArraySpec(0, size - 1, throttle=throttle))
+
+
+def render_chunk_script(prepared: PreparedSweep, chunk: int, size: int, throttle: int | None, token: str) -> Path:
+    """Render and write ``scripts/<chunk>.<token>.sh`` for one submission attempt."""
+    job = array_job_for_chunk(prepared, chunk, size, throttle)
+    text = render_job(job, template=prepared.experiment.template).text
+    return atomic_write_text(prepared.folder / "scripts" / f"{chunk}.{token}.sh", text, mode=0o755)
