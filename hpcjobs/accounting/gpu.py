@@ -195,12 +195,16 @@ def gpu_summary(samples: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns=["_one"], errors="ignore")
 
 
-#: Default pattern of a sampler file's job id in its name: the last ``123`` or ``123_4`` before ``.gpu.csv``.
+#: Default pattern of a sampler file's job id in its name, ``<prefix>-<job_id>[.<host>].gpu.csv``: the last
+#: ``123`` or ``123_4`` before the first dot.
 JOB_ID_IN_NAME = re.compile(r"(\d+(?:_\d+)?)(?!.*\d)")
 
 
 def job_id_from_name(path: str | os.PathLike[str], pattern: re.Pattern[str] = JOB_ID_IN_NAME) -> str | None:
-    """The job id in a sampler file's name (``train-1234_5.gpu.csv`` → ``1234_5``), ``None`` if none."""
+    """The job id in a sampler file's name, ``None`` if none.
+
+    ``train-1234_5.gpu.csv`` → ``1234_5``; ``sweep7-4321.node12.gpu.csv`` (one file per node) → ``4321``.
+    """
     stem = Path(path).name.split(".")[0]
     m = pattern.search(stem)
     return m.group(1) if m else None

@@ -52,6 +52,15 @@ tbody tr:nth-child(even) { background:#fafbfc; }
 footer { color:var(--muted); font-size:12px; padding:0 32px 24px; }
 """
 
+#: Short column headings for people (HTML and terminal tables; CSV/JSON keep the real names).
+SHORT_NAMES: dict[str, str] = {
+    "core_hours": "core-h", "core_hours_used": "used core-h", "core_hours_wasted": "wasted core-h",
+    "cpu_efficiency": "CPU eff", "mem_efficiency": "mem eff", "time_efficiency": "time/limit",
+    "gpu_hours": "GPU-h", "gpu_hours_wasted": "wasted GPU-h", "gpu_utilization": "GPU util",
+    "median_mem_efficiency": "median mem eff", "median_wait": "median", "p90_wait": "p90", "mean_wait": "mean",
+    "max_wait": "max", "exit_code": "exit", "exit_signal": "signal",
+}
+
 #: Columns holding fractions, shown as percentages.
 _PERCENT = ("efficiency", "fraction", "failure_rate", "gpu_utilization")
 
@@ -84,7 +93,7 @@ def table_html(df: pd.DataFrame, max_rows: int = 50) -> str:
     if df.empty:
         return '<p class="note">no rows</p>'
     shown = df.head(max_rows)
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
+    head = "".join(f"<th>{html.escape(SHORT_NAMES.get(str(c), str(c)))}</th>" for c in shown.columns)
     body = []
     for row in shown.itertuples(index=False, name=None):
         cells = "".join(f"<td>{html.escape(format_cell(v, str(c)))}</td>"

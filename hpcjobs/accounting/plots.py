@@ -89,7 +89,7 @@ def plot_efficiency_histograms(eff: pd.DataFrame) -> Figure:
     Args:
         eff: Output of :func:`hpcjobs.accounting.reports.efficiency`.
     """
-    fig = new_figure(9.0, 3.2)
+    fig = new_figure(9.0, 3.0)
     axes = fig.subplots(1, 3, sharey=True)
     ran = eff[eff["elapsed"] > pd.Timedelta(0)]
     for ax, (col, label) in zip(axes, (("cpu_efficiency", "CPU efficiency"), ("mem_efficiency", "memory efficiency"),
@@ -114,7 +114,7 @@ def plot_efficiency_scatter(eff: pd.DataFrame) -> Figure:
     Args:
         eff: Output of :func:`hpcjobs.accounting.reports.efficiency`.
     """
-    fig = new_figure(6.0, 4.5)
+    fig = new_figure(5.6, 4.0)
     ax = fig.add_subplot()
     pts = eff.dropna(subset=["cpu_efficiency", "mem_efficiency"])
     if pts.empty:

@@ -43,20 +43,10 @@ def _records(df: Any) -> list[dict[str, Any]]:
     return recs
 
 
-#: Short column headings for the terminal (CSV/JSON keep the real names).
-SHORT_NAMES = {
-    "core_hours": "core-h", "core_hours_used": "used core-h", "core_hours_wasted": "wasted core-h",
-    "cpu_efficiency": "CPU eff", "mem_efficiency": "mem eff", "time_efficiency": "time/limit",
-    "gpu_hours": "GPU-h", "gpu_hours_wasted": "wasted GPU-h", "gpu_utilization": "GPU util",
-    "median_mem_efficiency": "median mem eff", "median_wait": "median", "p90_wait": "p90", "mean_wait": "mean",
-    "max_wait": "max", "exit_code": "exit", "exit_signal": "signal", "partition": "partition",
-}
-
-
 def _print_tables(tables: dict[str, Any], max_rows: int) -> None:
     from rich.table import Table
 
-    from hpcjobs.accounting.html import format_cell
+    from hpcjobs.accounting.html import SHORT_NAMES, format_cell
 
     out = console(stderr=False)
     for name, df in tables.items():
