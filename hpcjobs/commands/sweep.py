@@ -29,13 +29,14 @@ def _progress_bar(label: str) -> Any:
 @click.option("--throttle", type=click.IntRange(min=1), help="At most N tasks of each array run at once.")
 @click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders (default ./hpcjobs-sweeps).")
 @click.option("--dry-run", is_flag=True, help="Render everything and print the scheduler commands; submit nothing.")
+@click.option("--show-script", is_flag=True, help="With --dry-run: also print the first chunk's array script.")
 @click.option("--detach", is_flag=True, help="Return right after submitting (local site: run in the background).")
 @click.option("--workers", type=click.IntRange(min=1), help="Local site: points run at once (default: CPUs).")
 @click.option("--force", is_flag=True, help="Go on although the experiment file changed since the sweep was planned.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
 def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overrides: tuple[str, ...],
-          throttle: int | None, root: str | None, dry_run: bool, detach: bool, workers: int | None,
+          throttle: int | None, root: str | None, dry_run: bool, show_script: bool, detach: bool, workers: int | None,
           force: bool, as_json: bool) -> None:
     """Submit (or resume) the parameter sweep of EXPERIMENT.
 
@@ -69,8 +70,10 @@ def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overri
 
         if as_json:
             click.echo(json.dumps({"sweep_id": prepared.sweep_id, "points": len(prepared.points),
-                                   "commands": report.dry_run_commands}))
+                                   "commands": report.dry_run_commands, "script": report.dry_run_script}))
         else:
+            if show_script and report.dry_run_script:
+                click.echo(report.dry_run_script)
             click.echo(f"# sweep {prepared.sweep_id}: {len(prepared.points)} points on {prepared.site.name}")
             for argv in report.dry_run_commands:
                 click.echo(shlex.join(argv))

@@ -25,12 +25,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, SubmitError
-from hpcjobs.schedulers.base import SubmitOptions
+from hpcjobs.render.script import render_job
+from hpcjobs.schedulers.base import ClusterLimits, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.states import JobTag, parse_job_tag
 from hpcjobs.sweep.chunks import Chunk, chunk_capacity, is_queue_full, is_transient, plan_chunks, room_in_queue
 from hpcjobs.sweep.ledger import SUB_FAILED, Ledger, SweepMeta, experiment_sha256, new_token
-from hpcjobs.sweep.prepare import PreparedSweep, render_chunk_script, write_chunk_file, write_point_files
+from hpcjobs.sweep.prepare import (
+    PreparedSweep,
+    array_job_for_chunk,
+    render_chunk_script,
+    write_chunk_file,
+    write_point_files,
+)
 
 log = logging.getLogger("hpcjobs.sweep")
 
@@ -60,6 +67,7 @@ class SubmitReport:
     recovered: int = 0
     job_ids: list[str] = field(default_factory=list)
     dry_run_commands: list[list[str]] = field(default_factory=list)
+    dry_run_script: str | None = None
 
 
 #: Called as ``progress(points_submitted, points_pending_at_start)``.
@@ -127,16 +135,20 @@ class SweepSubmitter:
             if not dry_run:
                 report.recovered = self.resolve_unresolved()
             pending = [p.point_id for p in self.ledger.pending_points()]
-            limits = self.client.limits(self.user) if not dry_run and self._asks_limits() else None
+            limits = self._limits(tolerant=dry_run)
             capacity = chunk_capacity(limits.max_array_size if limits else None,
                                       self.prepared.site.limits.max_array_size)
             user_limit = (self.prepared.site.limits.max_submitted_jobs
                           or (limits.max_submit_jobs if limits else None))
             first = self._next_chunk_number()
-            (self.prepared.submit_dir / self.prepared.job.output_dir).mkdir(parents=True, exist_ok=True)
+            if not dry_run:
+                (self.prepared.submit_dir / self.prepared.job.output_dir).mkdir(parents=True, exist_ok=True)
             for chunk in plan_chunks(pending, capacity, first):
                 if dry_run:
                     report.dry_run_commands.append(self._argv(chunk, "0" * 16))
+                    if report.dry_run_script is None:
+                        job = array_job_for_chunk(self.prepared, chunk.number, chunk.size, self.throttle)
+                        report.dry_run_script = render_job(job, template=self.prepared.experiment.template).text
                     continue
                 self._wait_for_room(chunk.size, user_limit)
                 job_id = self._submit_chunk(chunk)
@@ -252,8 +264,16 @@ class SweepSubmitter:
 
     # ------------------------------------------------------------------------------ limits
 
-    def _asks_limits(self) -> bool:
-        return getattr(self.client.backend, "config_argv", None) is not None
+    def _limits(self, *, tolerant: bool) -> ClusterLimits | None:
+        """What the scheduler reports (array size, submit limit); a dry run goes on without them."""
+        if getattr(self.client.backend, "config_argv", None) is None:
+            return None
+        try:
+            return self.client.limits(self.user)
+        except HpcJobsError:
+            if tolerant:
+                return None
+            raise
 
     def _queued(self) -> int | None:
         argv_of = getattr(self.client.backend, "queued_argv", None)
