@@ -53,7 +53,8 @@ def test_create_stores_meta_and_planned_points(ledger: Ledger) -> None:
     meta = ledger.meta
     assert (meta.sweep_id, meta.experiment_path, meta.site, meta.scheduler, meta.extra) == (
         "demo-1", "exp.yaml", "local", "slurm", {"chunk_size": 4})
-    assert meta.experiment_sha256 == "8789e7eabb7ba5922a5087c25d315a1e5fbb6b0f97510862579d348428dbd9d4"  # sha256sum of "name: demo\n"
+    # sha256sum of "name: demo\n"
+    assert meta.experiment_sha256 == "8789e7eabb7ba5922a5087c25d315a1e5fbb6b0f97510862579d348428dbd9d4"
     assert meta.created_at > 0
     assert ledger.summary() == {"PLANNED": 10}
     first = ledger.points()[0]
