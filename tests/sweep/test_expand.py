@@ -250,3 +250,18 @@ def test_fast_canonical_encoder_equals_json_dumps(points: list[dict]) -> None:
     got = expand(_spec({"points": points}))
     assert all(p.params_json == canonical_json(p.params) for p in got)
     assert len({p.point_id for p in got}) == len(got)
+
+
+@pytest.mark.parametrize(("name", "count"), [("sweep-grid", 14), ("sweep-random", 17), ("sweep-wandb", 12)])
+def test_shipped_examples_expand(name: str, count: int) -> None:
+    from hpcjobs.config.loading import load_experiment
+    from hpcjobs.config.validation import validate_document
+
+    _, doc = load_experiment(ROOT / "examples" / f"{name}.yaml")
+    spec = validate_document(SweepSpec, doc, doc.data["sweep"], ("sweep",))
+    points = expand(spec)
+    assert len(points) == count
+    assert [p.point_id for p in points] == [p.point_id for p in expand(spec)]
+    for p in points:
+        text = point_env_file_text(p)
+        assert text.count("\nexport ") == len(p.params) + 3
