@@ -52,10 +52,6 @@ SACCT_ACCOUNTING_FIELDS: tuple[str, ...] = (
 )
 
 _SACCT_TIME_FMT = "%Y-%m-%dT%H:%M:%S"
-_DURATION_RE = r"^(?:(?P<d>\d+)-)?(?:(?P<h>\d+):)?(?P<m>\d+):(?P<s>\d+(?:\.\d+)?)$"
-_MEM_RE = r"^(?P<n>\d+(?:\.\d+)?)(?P<u>[KMGTPE]?)[cn]?$"
-_UNITS = pa.array(list(fs.UNIT_FACTORS))
-_UNIT_FACTORS = pa.array([float(v) for v in fs.UNIT_FACTORS.values()], pa.float64())
 _INT64 = pa.int64()
 _THREADED_FROM_ROWS = 50_000  # below this, threads cost more than they save
 _STATE_CODES = {name: i for i, name in enumerate(st.ALL_STATES)}
@@ -149,14 +145,6 @@ def _category_series(arr: pa.Array | pa.ChunkedArray) -> pd.Series:
     return pd.Series(pd.Categorical.from_codes(codes, categories=cats), copy=False)
 
 
-def _map_distinct(arr: pa.ChunkedArray, fn: Callable[[str | None], Any], typ: pa.DataType) -> pa.Array:
-    """Apply ``fn`` once per distinct value of ``arr`` and spread the results back."""
-    enc = arr.combine_chunks().dictionary_encode() if isinstance(arr, pa.ChunkedArray) else arr.dictionary_encode()
-    mapped = pa.array([fn(v) for v in enc.dictionary.to_pylist()] + [fn(None)], type=typ)
-    idx = pc.fill_null(enc.indices, len(enc.dictionary))
-    return mapped.take(idx)
-
-
 class _Bytes:
     """A string column as numpy bytes and offsets, for parsing fixed-position formats without Python loops."""
 
@@ -179,11 +167,6 @@ class _Bytes:
         Positions past a string read the next string or the zero padding; callers check lengths.
         """
         return self.data[(self.start if pos >= 0 else self.end) + pos]
-
-    def digit(self, pos: int) -> tuple[np.ndarray, np.ndarray]:
-        """The digit at ``pos`` (as :meth:`at`) as int64, and whether it is one."""
-        d = self.at(pos) - np.uint8(48)
-        return d.astype(np.int64), d <= 9
 
     def find(self, ch: str) -> np.ndarray:
         """Offset of the first ``ch`` in each string, -1 where there is none."""
@@ -209,19 +192,6 @@ class _Bytes:
             result.append(out)
         return result
 
-    def digits(self, b: np.ndarray | int, e: np.ndarray | int, width: int = 18) -> tuple[np.ndarray, np.ndarray]:
-        """Unsigned integers in bytes [b, e) of each string, and whether each was 1+ digits only."""
-        b = np.broadcast_to(b, self.len.shape)
-        n = np.broadcast_to(e, self.len.shape) - b
-        ok = (n > 0) & (n <= width)
-        value = np.zeros(len(n), np.int64)
-        for j in range(int(n.max(initial=0)) if ok.any() else 0):
-            inside = j < n
-            d = self.data[np.clip(self.start + b + j, 0, len(self.data) - 1)].astype(np.int64) - 48
-            ok &= ~inside | ((d >= 0) & (d <= 9))
-            value = np.where(inside, value * 10 + d, value)
-        return value, ok
-
     def slice(self, b: np.ndarray | int, e: np.ndarray | int, keep: np.ndarray) -> pa.Array:
         """Substrings [b, e) of each string where ``keep``, null elsewhere."""
         n = len(self.len)
@@ -234,19 +204,6 @@ class _Bytes:
         validity = pa.py_buffer(np.packbits(keep, bitorder="little"))
         return pa.LargeStringArray.from_buffers(n, pa.py_buffer(off), pa.py_buffer(self.data[idx]), validity,
                                                int(n - np.count_nonzero(keep)))
-
-
-def _epoch_days(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil)."""
-    y = y - (m <= 2)
-    era = np.floor_divide(y, 400)
-    yoe = y - era * 400
-    doy = (153 * np.where(m > 2, m - 3, m + 9) + 2) // 5 + d - 1
-    return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
-
-
-def _blank_to_null(arr: pa.ChunkedArray) -> pa.ChunkedArray:
-    return pc.if_else(pc.equal(arr, ""), pa.scalar(None, arr.type), arr)
 
 
 def _int_or_null(arr: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -373,17 +330,22 @@ def _seconds_to_duration(arr: pa.ChunkedArray | pa.Array) -> pa.Array:
 # sacct --parsable2
 
 
-def _read_table(source: str | bytes | os.PathLike[str], names: list[str]) -> pa.Table:
+def _read_table(source: str | bytes | os.PathLike[str], names: list[str] | None) -> pa.Table:
+    """Read the ``|``-separated text as strings; ``names`` ``None``: take them from a header line."""
     if isinstance(source, (str, bytes)):
         data = source.encode() if isinstance(source, str) else source
         first = data[: data.find(b"\n")] if b"\n" in data else data
-        skip = 1 if first.split(b"|", 1)[0].strip().lower() == names[0].encode() else 0  # a header line
         stream: Any = io.BytesIO(data)
     else:
         with open(source, "rb") as fh:
-            head = fh.readline()
-        skip = 1 if head.split(b"|", 1)[0].strip().lower() == names[0].encode() else 0
+            first = fh.readline()
         stream = os.fspath(source)
+    header = [f.strip().lower() for f in first.rstrip(b"\r\n").decode(errors="replace").split("|")]
+    if names is None:
+        if header[0] != "jobid":
+            raise SchedulerOutputError("no field list given and the text has no sacct header line")
+        names = header
+    skip = 1 if header[0] == names[0] else 0  # a header line (sacct without --noheader)
     convert = pacsv.ConvertOptions(
         column_types={n: pa.string() for n in names}, null_values=[""], strings_can_be_null=True,
         quoted_strings_can_be_null=False,
@@ -401,7 +363,7 @@ def _read_table(source: str | bytes | os.PathLike[str], names: list[str]) -> pa.
 
 def read_sacct_parsable2(
     source: str | bytes | os.PathLike[str],
-    fields: Sequence[str] = SACCT_ACCOUNTING_FIELDS,
+    fields: Sequence[str] | None = SACCT_ACCOUNTING_FIELDS,
     *,
     tz: str = "UTC",
     cluster: str | None = None,
@@ -411,7 +373,8 @@ def read_sacct_parsable2(
     Args:
         source: The text (``str``/``bytes``) or a path to a file holding it. A header line is skipped.
         fields: The ``--format`` fields, in order (names as in ``sacct --helpformat``, any case).
-            Any subset works; missing schema columns are NA.
+            Any subset works; missing schema columns are NA. ``None``: read them from the header line
+            sacct prints without ``--noheader``.
         tz: Time zone the times were printed in (the sacct process's ``TZ``).
         cluster: Cluster name for the rows when ``Cluster`` is not among the fields.
 
@@ -421,10 +384,10 @@ def read_sacct_parsable2(
     Raises:
         SchedulerOutputError: A line has more or fewer fields than ``fields``, or a JobID is malformed.
     """
-    names = [f.lower() for f in fields]
     if isinstance(source, (str, bytes)) and not source.strip():
         return empty_frame()
-    table = _read_table(source, names)
+    table = _read_table(source, [f.lower() for f in fields] if fields is not None else None)
+    names = table.column_names
     n = table.num_rows
     if n == 0:
         return empty_frame()
@@ -614,13 +577,14 @@ def _resources(col: Columns, tz: str) -> dict[str, pd.Series]:
         present = [a for a in arrays if a is not None]
         return pc.coalesce(*present) if len(present) > 1 else (present[0] if present else None)
 
-    def count(field: str) -> pa.ChunkedArray | None:
-        return _int_or_null(col[field]) if field in col else None
+    def count(field: str) -> pa.ChunkedArray | None:  # 0 (pending, interim rows) means not known yet
+        if field not in col:
+            return None
+        value = _int_or_null(col[field])
+        return pc.if_else(pc.equal(value, 0), pa.scalar(None, pa.int64()), value)
 
-    alloc_cpus = count("alloccpus")
-    if alloc_cpus is not None:  # 0 while pending: fall through to the request
-        alloc_cpus = pc.if_else(pc.equal(alloc_cpus, 0), pa.scalar(None, pa.int64()), alloc_cpus)
-    cpus = first(alloc_cpus, tres("alloctres", "cpus"), count("ncpus"), tres("reqtres", "cpus"), count("reqcpus"))
+    cpus = first(count("alloccpus"), tres("alloctres", "cpus"), count("ncpus"), tres("reqtres", "cpus"),
+                 count("reqcpus"))
     nodes = first(count("nnodes"), tres("alloctres", "nodes"), tres("reqtres", "nodes"))
     gpus = first(tres("alloctres", "gpus"), tres("reqtres", "gpus"))
     gpu_type = first(tres("alloctres", "gpu_type", pa.string()), tres("reqtres", "gpu_type", pa.string()))
