@@ -374,3 +374,16 @@ def test_report_help_does_not_import_pandas():
             "print(sorted(m for m in ('pandas', 'matplotlib', 'numpy') if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+def test_cli_accounting_directory_and_empty_selection(tmp_path):
+    (tmp_path / "acct").mkdir()
+    (tmp_path / "acct" / "20221014").write_text(PBS_LOG.read_text())
+    res = invoke("--from-file", str(tmp_path / "acct"), "--tz", "Europe/Berlin", "--section", "failures",
+                 "--table", "failures_by_state", "--json")
+    assert {d["state"]: d["jobs"] for d in json.loads(res.output)["failures_by_state"]} == {
+        "CANCELLED": 2, "FAILED": 2, "COMPLETED": 1, "TIMEOUT": 1}
+    res = invoke("--from-file", str(TESTBED / "sacct_header_X.txt"), "--user", "nobody", "--json",
+                 "--html", str(tmp_path / "empty.html"))
+    assert res.exit_code == 0 and all(v == [] for v in json.loads(res.stdout).values())
+    assert "no rows" in (tmp_path / "empty.html").read_text()
