@@ -15,6 +15,7 @@ from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.site import Partition, SiteConfig
 from hpcjobs.config.yamlio import YamlDocument
 from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.launch.settings import LaunchSettings, launch_problems, resolve_launch, uses_distributed_settings
 from hpcjobs.schedulers.base import ArraySpec
 from hpcjobs.units import format_memory_human, format_walltime_slurm
 
@@ -49,6 +50,7 @@ class ResolvedJob:
     extra_directives: tuple[str, ...]
     params: dict[str, str] = field(default_factory=dict)
     array: ArraySpec | None = None
+    launch: LaunchSettings | None = None
 
     @property
     def scheduler(self) -> str:
@@ -193,14 +195,19 @@ def resolve(
             problems.append(_problem(doc, f"directives.{i}",
                                      f"site {site.name!r} does not accept the directive(s) {', '.join(sorted(bad))}"
                                      f" in {d!r}", site_file))
+    r = exp.resources
+    walltime = r.walltime or (part.default_walltime if part else None)
+    for key, msg in launch_problems(exp, site, walltime):
+        problems.append(_problem(doc, key, msg, site_file))
     if problems:
         raise ConfigError(problems)
 
-    r = exp.resources
-    walltime = r.walltime or (part.default_walltime if part else None)
     memory = r.memory
+    distributed = uses_distributed_settings(exp)
     env: dict[str, str] = {"OMP_NUM_THREADS": str(r.cpus_per_task)}
     env.update(site.environment)
+    if distributed:
+        env.update(site.distributed.environment)
     env.update(exp.environment)
     all_params = dict(exp.params)
     all_params.update(params or {})
@@ -222,7 +229,7 @@ def resolve(
         walltime=walltime,
         exclusive=r.exclusive or bool(part and part.exclusive),
         environment=tuple(env.items()),
-        modules=tuple(site.modules) + tuple(exp.modules),
+        modules=tuple(site.modules) + (tuple(site.distributed.modules) if distributed else ()) + tuple(exp.modules),
         setup=tuple(exp.setup),
         body=body.rstrip("\n"),
         workdir=exp.workdir,
@@ -230,4 +237,6 @@ def resolve(
         extra_directives=tuple(extra),
         params=all_params,
         array=array,
+        launch=resolve_launch(exp.launch, site, gpus_per_node=r.gpus_per_node, tasks_per_node=r.tasks_per_node,
+                              walltime=walltime),
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
@@ -37,6 +37,79 @@ class Resources(StrictModel):
         return self
 
 
+#: Launchers an experiment can ask for (``launch.launcher``).
+LauncherName = Literal["none", "srun", "torchrun", "deepspeed", "tf", "mpi"]
+LAUNCHERS: tuple[str, ...] = ("none", "srun", "torchrun", "deepspeed", "tf", "mpi")
+
+
+class Launch(StrictModel):
+    """How the job starts its program on its nodes, survives preemption, and samples its GPUs."""
+
+    launcher: LauncherName = Field(
+        "none",
+        description="none: run `command`/`script` as written; torchrun/deepspeed: one launcher per node "
+        "(deepspeed: once, with a hostfile); tf: one worker per task with TF_CONFIG; mpi/srun: one rank per task.",
+    )
+    program: OneLine | None = Field(
+        None, description="What the launcher starts: the Python script (torchrun, deepspeed) or the executable "
+        "(tf, mpi, srun). Required with a launcher; `command`/`script` are then not given.",
+    )
+    args: list[str] = Field(default_factory=list, description="The program's arguments, one word each (quoted).")
+    nproc_per_node: PositiveInt | None = Field(
+        None, description="Processes per node for torchrun/deepspeed (default: gpus_per_node, else tasks_per_node).",
+    )
+    rdzv_port_base: int | None = Field(
+        None, ge=1024, le=65000,
+        description="Rendezvous port = base + job number mod the site's port_span (default: the site's port_base).",
+    )
+    rdzv_backend: Literal["c10d", "static"] = Field(
+        "c10d", description="torchrun rendezvous: c10d (elastic store on the first host) or static (MASTER_ADDR/PORT).",
+    )
+    deepspeed_config: OneLine | None = Field(
+        None, description="DeepSpeed JSON config, passed to the program as --deepspeed --deepspeed_config PATH.",
+    )
+    deepspeed_launcher: Literal["pdsh", "openmpi", "mvapich", "slurm"] | None = Field(
+        None, description="DeepSpeed's multi-node launcher (deepspeed --launcher); default: DeepSpeed's (pdsh).",
+    )
+    mpi_flavour: Literal["mpich", "openmpi"] | None = Field(
+        None, description="PBS/Torque/local mpiexec syntax: mpich (Hydra, Intel MPI, Cray PALS: --ppn) or openmpi "
+        "(--map-by ppr:N:node); default: the site's.",
+    )
+    node_launcher: Literal["pbsdsh", "mpiexec"] | None = Field(
+        None, description="PBS/Torque: how one launcher per node is started; default: the site's (pbsdsh).",
+    )
+    preemptible: bool = Field(
+        False, description="Trap the time-limit/preemption signal, forward it, checkpoint, and requeue.",
+    )
+    signal: Literal["USR1", "USR2", "INT", "URG"] = Field("USR1", description="The preemption signal.")
+    signal_seconds: PositiveInt | None = Field(
+        None, description="Seconds before the wall-time limit the signal is sent (default: the site's).",
+    )
+    max_requeues: NonNegativeInt = Field(3, description="Requeue at most this many times (SLURM_RESTART_COUNT).")
+    checkpoint_command: str | None = Field(
+        None, description="Shell run after the program stopped on the signal, before the requeue (your code).",
+    )
+    gpu_sampler: bool = Field(
+        False, description="Sample nvidia-smi in the background into <output_dir>/<name>-<jobid>.gpu.csv.",
+    )
+    gpu_sampler_interval: PositiveInt = Field(30, description="Seconds between GPU samples (nvidia-smi -l).")
+
+    @model_validator(mode="after")
+    def _program_with_launcher(self) -> Launch:
+        if self.launcher != "none" and not self.program:
+            raise ValueError(f"launcher {self.launcher!r} needs launch.program")
+        if self.launcher == "none" and (self.program or self.args):
+            raise ValueError("launch.program/args need a launcher; with launcher 'none' use command or script")
+        if self.deepspeed_config and self.launcher != "deepspeed":
+            raise ValueError("deepspeed_config is only for launcher 'deepspeed'")
+        return self
+
+    @property
+    def active(self) -> bool:
+        """Whether anything in this section changes the rendered script."""
+        return self.launcher != "none" or self.preemptible or self.gpu_sampler
+
+
 class Experiment(StrictModel):
     """One experiment: a job description, optionally swept over parameters."""
 
@@ -61,9 +134,17 @@ class Experiment(StrictModel):
         description="Fixed parameters, exported (quoted) as environment variables and visible to templates.",
     )
     sweep: dict[str, Any] | None = Field(None, description="Parameter sweep (see the sweep documentation).")
+    launch: Launch | None = Field(
+        None, description="Distributed launch, preemption/requeue and GPU sampling (see the launch documentation).",
+    )
 
     @model_validator(mode="after")
     def _one_body(self) -> Experiment:
+        if self.launch is not None and self.launch.launcher != "none":
+            if self.command or self.script:
+                raise ValueError(f"launcher {self.launch.launcher!r} starts launch.program: "
+                                 "give neither 'command' nor 'script'")
+            return self
         if bool(self.command) == bool(self.script):
             raise ValueError("give exactly one of 'command' or 'script'")
         return self

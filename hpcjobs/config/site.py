@@ -70,6 +70,57 @@ class SchedulerLimits(StrictModel):
     array_throttle: PositiveInt | None = Field(None, description="Default cap on running tasks of one array.")
 
 
+class SiteDistributed(StrictModel):
+    """What distributed (multi-GPU, multi-node) jobs need on this cluster: NCCL settings, modules, launchers."""
+
+    environment: dict[EnvName, EnvValue] = Field(
+        default_factory=dict,
+        description="Exported in jobs with GPUs or a launcher (e.g. NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_DEBUG).",
+    )
+    modules: list[OneLine] = Field(
+        default_factory=list,
+        description="Loaded in jobs with GPUs or a launcher (CUDA, cuDNN, NCCL), after `modules`.",
+    )
+    port_base: int = Field(
+        20000, ge=1024, le=65000,
+        description="Rendezvous port = port_base + (job number mod port_span); keep the range below the "
+        "ephemeral ports (Linux: 32768-60999).",
+    )
+    port_span: PositiveInt = Field(10000, le=30000, description="Size of the rendezvous port range.")
+    mpi_flavour: Literal["mpich", "openmpi"] = Field(
+        "mpich", description="mpiexec syntax on PBS/Torque: mpich (Hydra, Intel MPI, Cray PALS) or openmpi.",
+    )
+    node_launcher: Literal["pbsdsh", "mpiexec"] = Field(
+        "pbsdsh", description="PBS/Torque: start one launcher per node with pbsdsh -n or mpiexec (one rank per node).",
+    )
+    torchrun: OneLine = Field("torchrun", description="The torchrun command (e.g. 'python -m torch.distributed.run').")
+    deepspeed: OneLine = Field("deepspeed", description="The deepspeed launcher command.")
+
+    @model_validator(mode="after")
+    def _port_range(self) -> SiteDistributed:
+        if self.port_base + self.port_span > 65536:
+            raise ValueError("port_base + port_span goes past 65535")
+        return self
+
+
+class SitePreemption(StrictModel):
+    """How jobs hear that their time is up, and how they are run again."""
+
+    signal_seconds: PositiveInt = Field(
+        120, description="Default lead time: the signal comes this many seconds before the wall-time limit "
+        "(Slurm --signal=B:SIG@N; PBS/Torque: a timer in the script).",
+    )
+    pbs_requeue: Literal["exit", "qrerun"] = Field(
+        "exit", description="PBS/Torque after the checkpoint: exit with requeue_exit_code (the sweep ledger "
+        "resubmits) or qrerun the job (needs operator rights on most PBS servers).",
+    )
+    requeue_exit_code: int = Field(
+        75, ge=1, le=125,
+        description="Exit status of a job that stopped on the signal with a checkpoint and was not requeued by "
+        "hpcjobs (75 = EX_TEMPFAIL: resubmit to continue).",
+    )
+
+
 class SiteConfig(StrictModel):
     """A cluster: its scheduler, partitions and limits, and what every job script there needs."""
 
@@ -107,6 +158,8 @@ class SiteConfig(StrictModel):
     prologue: list[str] = Field(default_factory=list, description="Shell lines run before the job's own.")
     epilogue: list[str] = Field(default_factory=list, description="Shell lines run after the job's own.")
     limits: SchedulerLimits = Field(default_factory=SchedulerLimits)
+    distributed: SiteDistributed = Field(default_factory=SiteDistributed)
+    preemption: SitePreemption = Field(default_factory=SitePreemption)
 
     @model_validator(mode="after")
     def _consistent(self) -> SiteConfig:

@@ -49,6 +49,11 @@ def slurm_directives(job: ResolvedJob) -> list[Directive]:
         d.append(("time", f"--time={format_walltime_slurm(job.walltime)}"))
     if job.exclusive:
         d.append(("exclusive", "--exclusive"))
+    if job.launch is not None and job.launch.preemptible:
+        # B: signal the batch shell only; it forwards the signal to the program, checkpoints, requeues.
+        d.append(("signal", f"--signal=B:{job.launch.signal}@{job.launch.signal_seconds}"))
+        d.append(("requeue", "--requeue"))
+        d.append(("open-mode", "--open-mode=append"))  # a requeued run appends to the same log files
     array = _slurm_array(job)
     pattern = "%x-%A_%a" if array else "%x-%j"
     d.append(("output", f"--output={job.output_dir}/{pattern}.out"))

@@ -88,6 +88,7 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
         "params": job.params,
         "array_index_var": ARRAY_INDEX_VAR[job.scheduler],
         "job_id_var": JOB_ID_VAR[job.scheduler],
+        "launch": job.launch,
     }
     try:
         text = env.get_template(name).render(context)
