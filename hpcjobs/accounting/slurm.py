@@ -155,8 +155,9 @@ class _Bytes:
         n = len(self.arr)
         off = np.frombuffer(bufs[1], np.int64, count=n + 1, offset=self.arr.offset * 8)
         data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-        self.data = np.concatenate([data, np.zeros(32, np.uint8)])  # padding: gathers never go out of range
-        self.start, self.end = off[:-1], off[1:]
+        # 16 zero bytes before and 32 after: gathers a few bytes around any string stay in range
+        self.data = np.concatenate([np.zeros(16, np.uint8), data, np.zeros(32, np.uint8)])
+        self.start, self.end = off[:-1] + 16, off[1:] + 16
         self.len = self.end - self.start
         self.valid = (self.arr.is_valid().to_numpy(zero_copy_only=False) if self.arr.null_count
                       else np.ones(n, bool))
@@ -268,8 +269,9 @@ def _durations_ns(arr: pa.ChunkedArray) -> pa.Array:
     """``[D-]HH:MM:SS`` / ``MM:SS.mmm`` → duration[ns]; anything else (UNLIMITED, blank) → null."""
     t = _Bytes(arr)
     L = t.len
-    tail = t.data[t.end[:, None] + np.arange(-9, 0)]  # the last 9 bytes of each string (one gather)
-    d = tail.astype(np.int64) - 48  # tail[:, 9 - k] is the k-th byte from the end
+    windows = np.lib.stride_tricks.sliding_window_view(t.data, 9)
+    tail = windows[np.maximum(t.end - 9, 0)]  # the last 9 bytes of each string, one row gather
+    d = tail.astype(np.int32) - 48  # tail[:, 9 - k] is the k-th byte from the end
 
     def two(k: int) -> np.ndarray:  # two digits ending k bytes before the end
         return d[:, 8 - k] * 10 + d[:, 9 - k]
@@ -291,8 +293,8 @@ def _durations_ns(arr: pa.ChunkedArray) -> pa.Array:
             days[long] = np.asarray(pc.cast(t.slice(0, L - 9, long).filter(pa.array(long)), pa.int64()))
         except pa.ArrowInvalid:
             is_hms &= ~long
-    ns_ms = (two(8) * 60 + two(5)) * 1_000_000_000 + (d[:, 6] * 100 + two(1)) * 1_000_000
-    ns_hms = (days * 86400 + two(7) * 3600 + two(4) * 60 + two(1)) * 1_000_000_000
+    ns_ms = (two(8) * 60 + two(5)).astype(np.int64) * 1_000_000_000 + (d[:, 6] * 100 + two(1)) * 1_000_000
+    ns_hms = (days * 86400 + (two(7) * 3600 + two(4) * 60 + two(1))) * 1_000_000_000
     ok = is_ms | is_hms
     vals = np.where(is_ms, ns_ms, np.where(is_hms, ns_hms, 0))
     mask = ~ok
@@ -397,7 +399,7 @@ def read_sacct_parsable2(
     out: dict[str, pd.Series] = {"scheduler": pd.Series(pd.Categorical.from_codes(np.zeros(n, np.int8), ["slurm"]))}
     if "cluster" not in col and cluster is not None:
         out["cluster"] = pd.Series(pd.Categorical.from_codes(np.zeros(n, np.int8), [cluster]))
-    tasks = [_ids_and_rss, _texts, _states, _times, _durations, _resources]
+    tasks = [_ids, _raw_ids_and_rss, _texts, _states, _times, _durations, _resources]
     if n < _THREADED_FROM_ROWS:
         for task in tasks:
             out.update(task(col, tz))
@@ -424,8 +426,8 @@ def _spread(encoded: tuple[pa.Array, list[Any]], fn: Callable[[Any], Any], typ: 
     return pa.array([fn(v) for v in values] + [fn(None)], type=typ).take(idx)
 
 
-def _ids_and_rss(col: Columns, tz: str) -> dict[str, pd.Series]:
-    """JobID (``123``, ``123_4``, ``123_[5-9%2]``, ``123+1``, each optionally ``.step``), JobIDRaw, MaxRSS."""
+def _ids(col: Columns, tz: str) -> dict[str, pd.Series]:
+    """JobID: ``123``, ``123_4``, ``123_[5-9%2]``, ``123+1``, each optionally ``.step``."""
     out: dict[str, pd.Series] = {}
     jt = _Bytes(col["jobid"])
     L = jt.len
@@ -454,7 +456,14 @@ def _ids_and_rss(col: Columns, tz: str) -> dict[str, pd.Series]:
     out["array_task_spec"] = _str_series(jt.slice(lb + 1, rb, is_spec))
     out["het_offset"] = _int_series(het)
     out["step"] = _str_series(jt.slice(dot + 1, L, is_step))
-    job_key: pa.Array = job
+    return out
+
+
+def _raw_ids_and_rss(col: Columns, tz: str) -> dict[str, pd.Series]:
+    """JobIDRaw (without the step) and MaxRSS, a job row taking the max over its steps when it has none."""
+    out: dict[str, pd.Series] = {}
+    is_step = np.asarray(pc.fill_null(pc.greater_equal(pc.find_substring(col["jobid"], "."), 0), False))
+    job_key: Any = col["jobid"]
     if "jobidraw" in col:
         rt = _Bytes(col["jobidraw"])
         rdot = rt.find(".")
@@ -463,7 +472,11 @@ def _ids_and_rss(col: Columns, tz: str) -> dict[str, pd.Series]:
         job_key = _int_or_null(raw)
     if "maxrss" in col:
         rss = _memory_bytes(col["maxrss"])
-        if any_dot:  # a job row without MaxRSS takes the max over its steps
+        if is_step.any():
+            if "jobidraw" not in col:  # key by the job part of JobID
+                jt = _Bytes(col["jobid"])
+                dot = jt.find(".")
+                job_key = jt.slice(0, np.where(dot >= 0, dot, jt.len), jt.valid)
             rss = _fill_job_max(rss, job_key, is_step)
         out["max_rss_bytes"] = _int_series(rss)
     return out

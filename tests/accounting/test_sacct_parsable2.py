@@ -232,3 +232,12 @@ def test_unordered_rows_and_large_input_paths() -> None:
     big = read_sacct_parsable2("\n".join(lines * 1400) + "\n", TESTBED_FIELDS)  # 63,000 rows
     assert len(big) == 63_000
     pd.testing.assert_frame_equal(by_key(big.iloc[:45].reset_index(drop=True)), by_key(ordered))
+
+
+def test_duration_spellings_at_buffer_edges() -> None:
+    text = "1|00:00:03\n2|1-00:00:00\n3|00:00.001\n4|12-01:02:03\n5|INVALID\n6|05:00\n7|\n8|00:00:04\n"
+    df = read_sacct_parsable2(text, ["JobID", "TotalCPU"])
+    assert list(df.cpu_time[:4]) == [pd.Timedelta(seconds=3), pd.Timedelta(days=1), pd.Timedelta(milliseconds=1),
+                                     pd.Timedelta(days=12, hours=1, minutes=2, seconds=3)]
+    assert pd.isna(df.cpu_time[4]) and df.cpu_time[5] == pd.Timedelta(minutes=5) and pd.isna(df.cpu_time[6])
+    assert df.cpu_time[7] == pd.Timedelta(seconds=4)
