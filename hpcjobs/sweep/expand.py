@@ -66,38 +66,48 @@ def canonical_json(params: Mapping[str, Any]) -> str:
 
 
 class _CanonicalEncoder:
-    """:func:`canonical_json` for many points at once, caching the text of repeated keys and values.
+    """:func:`canonical_json` for many points at once, caching the text of keys and of repeated text values.
 
-    Gives exactly ``canonical_json(params)``: for finite floats ``json`` writes ``float.__repr__``, and
-    floats are never cached (``0.0`` and ``-0.0`` are equal keys but different text).
+    Gives exactly ``canonical_json(params)``: ``json`` writes ints with ``int.__repr__`` and finite
+    floats with ``float.__repr__``; only text values need real encoding (and are cached).
     """
 
     def __init__(self) -> None:
         self._enc = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
-        self._keys: dict[str, str] = {}
-        self._pairs: dict[tuple[str, type, Any], str] = {}
-        self._orders: dict[tuple[str, ...], list[str]] = {}
+        self._text: dict[str, str] = {}
+        self._plans: dict[tuple[str, ...], list[tuple[str, str]]] = {}
 
     def __call__(self, params: Mapping[str, Any]) -> str:
         names = tuple(params)
-        order = self._orders.get(names)
-        if order is None:
-            order = self._orders[names] = sorted(names)
+        plan = self._plans.get(names)
+        if plan is None:
+            ordered = sorted(names)
+            plan = self._plans[names] = [(k, ("{" if i == 0 else ",") + self._enc(k) + ":")
+                                         for i, k in enumerate(ordered)]
+        if not plan:
+            return "{}"
         parts = []
-        for k in order:
+        text = self._text
+        for k, prefix in plan:
             v = params[k]
-            if v.__class__ is float:
-                key = self._keys.get(k)
-                if key is None:
-                    key = self._keys[k] = self._enc(k) + ":"
-                parts.append(key + repr(v))
-                continue
-            ck = (k, v.__class__, v)
-            frag = self._pairs.get(ck)
-            if frag is None:
-                frag = self._pairs[ck] = self._enc(k) + ":" + self._enc(v)
-            parts.append(frag)
-        return "{" + ",".join(parts) + "}"
+            cls = v.__class__
+            if cls is str:
+                t = text.get(v)
+                if t is None:
+                    t = text[v] = self._enc(v)
+            elif cls is float:
+                t = float.__repr__(v)
+            elif cls is int:
+                t = int.__repr__(v)
+            elif cls is bool:
+                t = "true" if v else "false"
+            elif v is None:
+                t = "null"
+            else:
+                t = self._enc(v)
+            parts.append(prefix + t)
+        parts.append("}")
+        return "".join(parts)
 
 
 def point_id(params: Mapping[str, Any]) -> str:
@@ -233,18 +243,34 @@ def _quantize(x: float, q: float) -> float | int:
     return int(r) if isinstance(q, int) else r
 
 
+def _uniform_int(lo: int, hi: int) -> Callable[[random.Random], int]:
+    span = hi - lo + 1
+    return lambda rng: lo + min(int(rng.random() * span), span - 1)
+
+
+def _pick(values: Sequence[Any]) -> Callable[[random.Random], Any]:
+    n = len(values)
+    return lambda rng: values[min(int(rng.random() * n), n - 1)]
+
+
 def _native_sampler(p: RandomParam) -> Callable[[random.Random], Any]:
+    """A draw for one native random parameter.
+
+    Every draw is built on ``Random.random()`` alone (plus ``normalvariate``, itself built on it),
+    whose sequence for a seed has not changed across Python versions, so a sweep expands to the
+    same points wherever it is resumed.
+    """
     lo, hi = p.min, p.max
     if p.distribution == "uniform":
-        return lambda rng: rng.uniform(lo, hi)
+        width = hi - lo  # type: ignore[operator]
+        return lambda rng: lo + width * rng.random()
     if p.distribution == "log_uniform":
         a, b = math.log(lo), math.log(hi)  # type: ignore[arg-type]
-        return lambda rng: math.exp(rng.uniform(a, b))
+        return lambda rng: math.exp(a + (b - a) * rng.random())
     if p.distribution == "int_uniform":
-        return lambda rng: rng.randint(lo, hi)  # type: ignore[arg-type]
+        return _uniform_int(int(lo), int(hi))  # type: ignore[arg-type]
     if p.distribution == "choice":
-        values = list(p.values or [])
-        return lambda rng: rng.choice(values)
+        return _pick(list(p.values or []))
     mu, sigma = p.mu, p.sigma
     return lambda rng: rng.normalvariate(mu, sigma)
 
@@ -264,16 +290,17 @@ def _wandb_sampler(p: WandbParam) -> Callable[[random.Random], Any]:
         if p.probabilities is not None:
             weights = list(p.probabilities)
             return lambda rng: rng.choices(values, weights=weights)[0]
-        return lambda rng: rng.choice(values)
+        return _pick(values)
     if kind == "int_uniform":
-        return lambda rng: rng.randint(lo, hi)  # type: ignore[arg-type]
+        return _uniform_int(int(lo), int(hi))  # type: ignore[arg-type]
     if kind == "uniform":
         return lambda rng: rng.uniform(lo, hi)
     if kind == "q_uniform":
         return lambda rng: _quantize(rng.uniform(lo, hi), q)
     if kind in ("log_uniform", "q_log_uniform"):  # min/max are exponents
-        return lambda rng: _quantize(math.exp(rng.uniform(lo, hi)), q) if kind[0] == "q" else math.exp(
-            rng.uniform(lo, hi))
+        if kind == "q_log_uniform":
+            return lambda rng: _quantize(math.exp(rng.uniform(lo, hi)), q)
+        return lambda rng: math.exp(rng.uniform(lo, hi))
     if kind in ("log_uniform_values", "q_log_uniform_values"):
         a, b = math.log(lo), math.log(hi)  # type: ignore[arg-type]
         if kind[0] == "q":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import random
 import shutil
 import subprocess
 from pathlib import Path
@@ -121,6 +122,21 @@ def test_random_is_reproducible_and_in_range() -> None:
     assert all(abs(p.params["n"] - 10) < 0.01 for p in first)
     other_seed = expand(_spec({"random": {**data["random"], "seed": 43}}))
     assert [p.point_id for p in other_seed] != [p.point_id for p in first]
+
+
+def test_random_draws_use_only_random_random_in_parameter_order() -> None:
+    # Random.random()'s sequence for a seed is the same on every Python version: the sweep is too.
+    (p,) = expand(_spec({"random": {"seed": 1, "samples": 1, "parameters": {
+        "lr": {"distribution": "log_uniform", "min": 1e-5, "max": 1e-1},
+        "layers": {"distribution": "int_uniform", "min": 2, "max": 12},
+        "act": {"distribution": "choice", "values": ["relu", "gelu", "silu"]},
+        "drop": {"distribution": "uniform", "min": 0.1, "max": 0.5}}}}))
+    r = random.Random(1)
+    u1, u2, u3, u4 = r.random(), r.random(), r.random(), r.random()
+    assert p.params == {"lr": math.exp(math.log(1e-5) + (math.log(1e-1) - math.log(1e-5)) * u1),
+                        "layers": 2 + int(u2 * 11), "act": ["relu", "gelu", "silu"][int(u3 * 3)],
+                        "drop": 0.1 + 0.4 * u4}
+    assert (u1, u2, u3) == (0.13436424411240122, 0.8474337369372327, 0.763774618976614)  # CPython's MT19937
 
 
 def test_wandb_grid_sorted_names_int_uniform_and_q_uniform_enumerated() -> None:
@@ -252,7 +268,7 @@ def test_fast_canonical_encoder_equals_json_dumps(points: list[dict]) -> None:
     assert len({p.point_id for p in got}) == len(got)
 
 
-@pytest.mark.parametrize(("name", "count"), [("sweep-grid", 14), ("sweep-random", 17), ("sweep-wandb", 12)])
+@pytest.mark.parametrize(("name", "count"), [("sweep-grid", 14), ("sweep-random", 19), ("sweep-wandb", 12)])
 def test_shipped_examples_expand(name: str, count: int) -> None:
     from hpcjobs.config.loading import load_experiment
     from hpcjobs.config.validation import validate_document
