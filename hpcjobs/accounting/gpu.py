@@ -195,19 +195,22 @@ def gpu_summary(samples: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns=["_one"], errors="ignore")
 
 
-#: Default pattern of a sampler file's job id in its name, ``<prefix>-<job_id>[.<host>].gpu.csv``: the last
-#: ``123`` or ``123_4`` before the first dot.
-JOB_ID_IN_NAME = re.compile(r"(\d+(?:_\d+)?)(?!.*\d)")
+#: A sampler file's name as the templates write it, ``<job name>-<job id>.gpu.csv``: the job id is the
+#: ``$SLURM_JOB_ID`` (``1234``; array tasks have their own raw id) or ``$PBS_JOBID`` (``1234[7].server``).
+JOB_ID_IN_NAME = re.compile(r"^(?:.*-)?(?P<job_id>\d+(?:_\d+)?(?:\[\d*\])?(?:\..+)?)$")
+_SUFFIX = ".gpu.csv"
 
 
 def job_id_from_name(path: str | os.PathLike[str], pattern: re.Pattern[str] = JOB_ID_IN_NAME) -> str | None:
     """The job id in a sampler file's name, ``None`` if none.
 
-    ``train-1234_5.gpu.csv`` → ``1234_5``; ``sweep7-4321.node12.gpu.csv`` (one file per node) → ``4321``.
+    ``train-1234.gpu.csv`` → ``1234``; ``lr0.1-run-4711_3.gpu.csv`` → ``4711_3``;
+    ``train-1234[7].pbs01.gpu.csv`` → ``1234[7].pbs01``.
     """
-    stem = Path(path).name.split(".")[0]
-    m = pattern.search(stem)
-    return m.group(1) if m else None
+    name = Path(path).name
+    stem = name[: -len(_SUFFIX)] if name.endswith(_SUFFIX) else Path(name).stem
+    m = pattern.match(stem)
+    return m.group("job_id") if m else None
 
 
 def gpu_job_summary(files: Mapping[str, Source | Sequence[Source]] | Iterable[str | os.PathLike[str]], *,
@@ -276,8 +279,8 @@ def find_gpu_files(directory: str | os.PathLike[str], pattern: str = "*.gpu.csv"
         pattern: Glob of sampler file names.
 
     Returns:
-        ``{job_id: [paths]}`` (several paths for a job sampled on several nodes); files without a
-        job id in the name are skipped.
+        ``{job_id: [paths]}`` (several paths when a job's files were split, e.g. per node); files
+        without a job id in the name are skipped.
     """
     out: dict[str, list[Path]] = {}
     for p in sorted(Path(directory).rglob(pattern)):

@@ -117,7 +117,8 @@ def efficiency(df: pd.DataFrame, gpu: pd.DataFrame | None = None) -> pd.DataFram
     Args:
         df: A schema DataFrame (job and step rows; see :func:`job_rows`).
         gpu: Optional per-job GPU summary from :func:`hpcjobs.accounting.gpu.gpu_job_summary`
-            (columns ``job_id``, ``gpu_util_mean`` in percent, ``gpu_mem_max_bytes``), joined on ``job_id``.
+            (columns ``job_id``, ``gpu_util_mean`` in percent, ``gpu_mem_max_bytes``), joined on ``job_id``,
+            else ``job_id_raw`` (a Slurm array task's ``$SLURM_JOB_ID``), else the id without server suffix.
 
     Returns:
         One row per job with :data:`EFFICIENCY_COLUMNS`. Ratios are ``Float64`` fractions (0.25 = 25 %),
@@ -142,16 +143,30 @@ def efficiency(df: pd.DataFrame, gpu: pd.DataFrame | None = None) -> pd.DataFram
     util = pd.Series(pd.NA, index=out.index, dtype="Float64")
     gmem = pd.Series(pd.NA, index=out.index, dtype="Int64")
     if gpu is not None and len(gpu):
-        g = gpu.drop_duplicates("job_id", keep="last")
-        g = g.set_index(pd.Index(g["job_id"].astype(str), name=None))
-        keys = out["job_id"].astype(str)
-        util = (keys.map(g["gpu_util_mean"]).astype("Float64") / 100.0).astype("Float64")
-        if "gpu_mem_max_bytes" in g:
-            gmem = keys.map(g["gpu_mem_max_bytes"]).astype("Int64")
+        util = (_map_by_job(jobs, gpu, "gpu_util_mean").astype("Float64") / 100.0).astype("Float64")
+        if "gpu_mem_max_bytes" in gpu:
+            gmem = _map_by_job(jobs, gpu, "gpu_mem_max_bytes").astype("Int64")
     out["gpu_utilization"] = util
     out["gpu_mem_max_bytes"] = gmem
     out["gpu_hours_wasted"] = (gpu_hours * (1 - util)).astype("Float64")
     return out.reset_index(drop=True)
+
+
+_JOB_KEY = r"^\s*(\d+(?:_\d+|\[\d*\])?)"
+
+
+def _map_by_job(jobs: pd.DataFrame, per_job: pd.DataFrame, column: str) -> pd.Series:
+    """``per_job[column]`` looked up for each job row by ``job_id``, else ``job_id_raw`` (what ``$SLURM_JOB_ID``
+    holds for an array task), else the id without its server suffix (``1234[7].srv`` ≡ ``1234[7]``)."""
+    per_job = per_job.drop_duplicates("job_id", keep="last")
+    by_id = pd.Series(per_job[column].to_numpy(), index=pd.Index(per_job["job_id"].astype(str)))
+    keyed = per_job.assign(_k=per_job["job_id"].astype("string").str.extract(_JOB_KEY, expand=False))
+    keyed = keyed.dropna(subset=["_k"]).drop_duplicates("_k", keep="last")
+    by_key = pd.Series(keyed[column].to_numpy(), index=pd.Index(keyed["_k"].astype(str)))
+    out = jobs["job_id"].astype(str).map(by_id)
+    out = out.where(out.notna(), jobs["job_id_raw"].astype("string").fillna("").astype(str).map(by_id))
+    job_key = jobs["job_id"].astype("string").str.extract(_JOB_KEY, expand=False).fillna("").astype(str)
+    return out.where(out.notna(), job_key.map(by_key))
 
 
 def _as_efficiency(df: pd.DataFrame) -> pd.DataFrame:

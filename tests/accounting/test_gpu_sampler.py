@@ -98,34 +98,57 @@ def test_timezone_and_empty():
     assert len(gpu_summary(read_gpu_samples(""))) == 0
 
 
+def test_job_id_from_name():
+    # the templates write <output_dir>/<job name>-<job id>.gpu.csv, job id = $SLURM_JOB_ID or $PBS_JOBID
+    assert job_id_from_name("train-1234.gpu.csv") == "1234"
+    assert job_id_from_name("/logs/lr0.1-run-4711_3.gpu.csv") == "4711_3"
+    assert job_id_from_name("arr-4203[2].pbs.gpu.csv") == "4203[2].pbs"
+    assert job_id_from_name("x-4215033.casper-pbs.gpu.csv") == "4215033.casper-pbs"
+    assert job_id_from_name("notes.gpu.csv") is None
+
+
 def test_job_summary_and_files(tmp_path):
-    assert job_id_from_name("train-1234_5.gpu.csv") == "1234_5"
-    assert job_id_from_name("/logs/sweep7-4321.node12.cluster.gpu.csv") == "4321"  # <prefix>-<job>.<host>.gpu.csv
-    assert job_id_from_name("gpu.csv") is None
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "train-10.gpu.csv").write_text(NOUNITS.read_text())
-    (tmp_path / "a" / "train-11_2.gpu.csv").write_text(TWO_GPUS.read_text())
-    (tmp_path / "train-11_2.node2.gpu.csv").write_text(REPEATED.read_text())
+    (tmp_path / "a" / "train-13.gpu.csv").write_text(TWO_GPUS.read_text())
+    (tmp_path / "train-13.gpu.csv").write_text(REPEATED.read_text())  # same job, another directory
     (tmp_path / "notes.gpu.csv").write_text("")
     files = find_gpu_files(tmp_path)
-    assert {k: sorted(p.name for p in v) for k, v in files.items()} == {
-        "10": ["train-10.gpu.csv"], "11_2": ["train-11_2.gpu.csv", "train-11_2.node2.gpu.csv"]}
+    assert {k: [p.name for p in v] for k, v in files.items()} == {
+        "10": ["train-10.gpu.csv"], "13": ["train-13.gpu.csv", "train-13.gpu.csv"]}
     summary = gpu_job_summary(files).set_index("job_id")
     # job 10: 92, 96, 86 on GPU 0 and 0, [Not Supported], 30 on GPU 1 → (92+96+86+0+30)/5
     assert summary.loc["10", "gpu_util_mean"] == pytest.approx(60.8)
     assert summary.loc["10", "gpus_seen"] == 2 and summary.loc["10", "samples"] == 6
     assert summary.loc["10", "gpu_mem_max_bytes"] == 30000 * MiB
-    # job 11_2 on two nodes: 2 GPUs in one file, 1 in the other (no uuid: told apart by file)
-    assert summary.loc["11_2", "gpus_seen"] == 3 and summary.loc["11_2", "samples"] == 15
-    assert summary.loc["11_2", "gpu_util_mean"] == pytest.approx((470 + 0 + 123) / 15)
+    # job 13 from two files: 2 GPUs in one, 1 in the other (no uuid: told apart by file)
+    assert summary.loc["13", "gpus_seen"] == 3 and summary.loc["13", "samples"] == 15
+    assert summary.loc["13", "gpu_util_mean"] == pytest.approx((470 + 0 + 123) / 15)
+    assert gpu_job_summary([tmp_path / "a" / "train-10.gpu.csv"]).loc[0, "job_id"] == "10"
 
 
 def test_gpu_utilisation_reaches_the_efficiency_report():
     testbed = Path(__file__).resolve().parent.parent / "data" / "slurm" / "testbed"
     fields = (testbed / "sacct_header_X.txt").read_text().splitlines()[0].split("|")
     df = read_sacct_parsable2(testbed / "sacct.txt", fields)
-    gpu = gpu_job_summary({"10": NOUNITS})
-    j10 = reports.efficiency(df, gpu=gpu).set_index("job_id").loc["10"]
+    # cap-gpu is job 10; the array task 11_0 ran as JobIDRaw 13, which is its $SLURM_JOB_ID
+    gpu = gpu_job_summary({"10": NOUNITS, "13": MINIMAL})
+    eff = reports.efficiency(df, gpu=gpu).set_index("job_id")
+    assert eff.loc["11_0", "gpu_utilization"] == pytest.approx(0.23)
+    assert eff["gpu_utilization"].notna().sum() == 2
+    j10 = eff.loc["10"]
     assert j10.gpu_utilization == pytest.approx(0.608)
     assert j10.gpu_hours_wasted == pytest.approx(2 / 3600 * (1 - 0.608))
     assert j10.gpu_mem_max_bytes == 30000 * MiB
+
+
+def test_pbs_array_subjob_joins_without_server_suffix():
+    from hpcjobs.accounting.pbs import read_pbs_accounting
+
+    log = Path(__file__).resolve().parent.parent / "data" / "pbs" / "constructed_accounting_20221014"
+    pbs = read_pbs_accounting(log, tz="Europe/Berlin")
+    gpu = gpu_job_summary({"4203[2]": MINIMAL, "4200.pbs": TWO_GPUS})
+    eff = reports.efficiency(pbs, gpu=gpu).set_index("job_id")
+    assert eff.loc["4203[2].pbs", "gpu_utilization"] == pytest.approx(0.23)
+    assert eff.loc["4200.pbs", "gpu_utilization"] == pytest.approx(0.47)  # (470 + 0) / 10 samples
+    assert eff["gpu_utilization"].notna().sum() == 2
