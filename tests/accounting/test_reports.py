@@ -387,3 +387,26 @@ def test_cli_accounting_directory_and_empty_selection(tmp_path):
                  "--html", str(tmp_path / "empty.html"))
     assert res.exit_code == 0 and all(v == [] for v in json.loads(res.stdout).values())
     assert "no rows" in (tmp_path / "empty.html").read_text()
+
+
+def test_cli_live_query_arguments(monkeypatch, testbed):
+    from hpcjobs.accounting import slurm
+
+    calls = []
+
+    def fake_query_sacct(start, end=None, **kw):
+        calls.append((start, end, kw))
+        return testbed
+
+    monkeypatch.setattr(slurm, "query_sacct", fake_query_sacct)
+    res = invoke("--since", "2026-12-01", "--until", "2026-12-03", "--user", "root", "--account", "hpcjobs",
+                 "--section", "failures", "--table", "failures_by_state", "--csv")
+    assert res.exit_code == 0, res.output
+    (start, end, kw), = calls
+    assert start == pd.Timestamp("2026-12-01", tz="UTC") and end == pd.Timestamp("2026-12-03", tz="UTC")
+    assert kw == {"users": ["root"], "accounts": ["hpcjobs"], "all_users": False}
+    assert "COMPLETED,17," in res.output
+    invoke("--all-users", "--section", "wait")
+    start, end, kw = calls[-1]
+    assert kw["all_users"] is True and end is None
+    assert pd.Timestamp.now(tz="UTC") - pd.Timestamp(start) < pd.Timedelta(days=7, minutes=5)  # default: 7 days
