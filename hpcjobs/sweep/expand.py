@@ -243,6 +243,11 @@ def _quantize(x: float, q: float) -> float | int:
     return int(r) if isinstance(q, int) else r
 
 
+def _num(value: float | None, default: float = 0.0) -> float:
+    """A bound the model validated as present (``default`` only for W&B's optional mu/sigma/q)."""
+    return default if value is None else value
+
+
 def _uniform_int(lo: int, hi: int) -> Callable[[random.Random], int]:
     span = hi - lo + 1
     return lambda rng: lo + min(int(rng.random() * span), span - 1)
@@ -260,28 +265,27 @@ def _native_sampler(p: RandomParam) -> Callable[[random.Random], Any]:
     whose sequence for a seed has not changed across Python versions, so a sweep expands to the
     same points wherever it is resumed.
     """
-    lo, hi = p.min, p.max
+    lo, hi = _num(p.min), _num(p.max)
     if p.distribution == "uniform":
-        width = hi - lo  # type: ignore[operator]
+        width = hi - lo
         return lambda rng: lo + width * rng.random()
     if p.distribution == "log_uniform":
-        a, b = math.log(lo), math.log(hi)  # type: ignore[arg-type]
+        a, b = math.log(lo), math.log(hi)
         return lambda rng: math.exp(a + (b - a) * rng.random())
     if p.distribution == "int_uniform":
-        return _uniform_int(int(lo), int(hi))  # type: ignore[arg-type]
+        return _uniform_int(int(lo), int(hi))
     if p.distribution == "choice":
         return _pick(list(p.values or []))
-    mu, sigma = p.mu, p.sigma
+    mu, sigma = _num(p.mu), _num(p.sigma, 1.0)
     return lambda rng: rng.normalvariate(mu, sigma)
 
 
 def _wandb_sampler(p: WandbParam) -> Callable[[random.Random], Any]:
     """A draw following W&B's documented distributions (sweep configuration reference)."""
     kind = p.kind()
-    lo, hi = p.min, p.max
-    q = p.q if p.q is not None else 1
-    mu = p.mu if p.mu is not None else 0.0
-    sigma = p.sigma if p.sigma is not None else 1.0
+    lo, hi = _num(p.min), _num(p.max)
+    q: float = p.q if p.q is not None else 1
+    mu, sigma = _num(p.mu), _num(p.sigma, 1.0)
     if kind == "constant":
         value = p.value
         return lambda rng: value
@@ -292,7 +296,7 @@ def _wandb_sampler(p: WandbParam) -> Callable[[random.Random], Any]:
             return lambda rng: rng.choices(values, weights=weights)[0]
         return _pick(values)
     if kind == "int_uniform":
-        return _uniform_int(int(lo), int(hi))  # type: ignore[arg-type]
+        return _uniform_int(int(lo), int(hi))
     if kind == "uniform":
         return lambda rng: rng.uniform(lo, hi)
     if kind == "q_uniform":
@@ -302,14 +306,14 @@ def _wandb_sampler(p: WandbParam) -> Callable[[random.Random], Any]:
             return lambda rng: _quantize(math.exp(rng.uniform(lo, hi)), q)
         return lambda rng: math.exp(rng.uniform(lo, hi))
     if kind in ("log_uniform_values", "q_log_uniform_values"):
-        a, b = math.log(lo), math.log(hi)  # type: ignore[arg-type]
+        a, b = math.log(lo), math.log(hi)
         if kind[0] == "q":
             return lambda rng: _quantize(math.exp(rng.uniform(a, b)), q)
         return lambda rng: math.exp(rng.uniform(a, b))
     if kind == "inv_log_uniform":  # log(1/X) uniform in [min, max]
         return lambda rng: math.exp(-rng.uniform(lo, hi))
     if kind == "inv_log_uniform_values":  # log(1/X) uniform in [log(1/max), log(1/min)]
-        a, b = math.log(1 / hi), math.log(1 / lo)  # type: ignore[operator]
+        a, b = math.log(1 / hi), math.log(1 / lo)
         return lambda rng: math.exp(-rng.uniform(a, b))
     if kind == "normal":
         return lambda rng: rng.normalvariate(mu, sigma)
@@ -332,10 +336,10 @@ def _wandb_grid_values(p: WandbParam) -> list[Any]:
     if kind == "categorical":
         return list(p.values or [])
     if kind == "int_uniform":
-        return list(range(int(p.min), int(p.max) + 1))  # type: ignore[arg-type]
-    q = p.q if p.q is not None else 1  # q_uniform: W&B enumerates arange(min, max, q), max excluded
-    count = max(0, math.ceil((p.max - p.min) / q))  # type: ignore[operator]
-    return [p.min + i * q for i in range(count)]  # type: ignore[operator]
+        return list(range(int(_num(p.min)), int(_num(p.max)) + 1))
+    q: float = p.q if p.q is not None else 1  # q_uniform: W&B enumerates arange(min, max, q), max excluded
+    lo, hi = _num(p.min), _num(p.max)
+    return [lo + i * q for i in range(max(0, math.ceil((hi - lo) / q)))]
 
 
 def _grid(lists: Mapping[str, Sequence[Any]]) -> list[Params]:
@@ -449,7 +453,11 @@ def expand(spec: SweepSpec | None, overrides: Sequence[str] | Mapping[str, Seque
             that fails on a point, or parameter names that collide as environment variables.
     """
     spec = spec or SweepSpec()
-    grid = parse_overrides(overrides) if overrides and not isinstance(overrides, Mapping) else dict(overrides or {})
+    grid: dict[str, Sequence[Any]] = {}
+    if isinstance(overrides, Mapping):
+        grid.update(overrides)
+    elif overrides:
+        grid.update(parse_overrides(overrides))
     env_names([*spec.param_names(), *grid])
     out: list[Point] = []
     seen: dict[str, str] = {}
