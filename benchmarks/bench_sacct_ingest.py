@@ -170,14 +170,18 @@ def peak_memory_mib(fn: Callable[[str], int], path: str) -> tuple[float, float, 
     return before / 1024, peak / 1024, pool / 2**20, source
 
 
-def timed(fn: Callable[[str], int], path: str, repeat: int) -> tuple[float, int]:
-    times = []
-    n = 0
+Runs = dict[str, list[tuple[float, float]]]
+
+
+def timed_interleaved(fns: dict[str, Callable[[str], int]], path: str, repeat: int) -> Runs:
+    """Run each function ``repeat`` times, alternating, so load changes hit both alike: (wall, cpu) seconds."""
+    out: Runs = {name: [] for name in fns}
     for _ in range(repeat):
-        t = time.perf_counter()
-        n = fn(path)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), n
+        for name, fn in fns.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            fn(path)
+            out[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+    return out
 
 
 def main() -> None:
@@ -196,12 +200,18 @@ def main() -> None:
         size_mb = os.path.getsize(path) / 1e6
         print(f"generated {args.rows:,} rows, {size_mb:.0f} MB in {gen_s:.1f} s")
         _ours(path), _baseline(path)  # warm the page cache and imports
-        base_s, n_base = timed(_baseline, path, args.repeat)
-        ours_s, n_ours = timed(_ours, path, args.repeat)
-        assert n_base == n_ours == args.rows, (n_base, n_ours)
-        print(f"pandas.read_csv(engine='pyarrow', dtype=str): median {base_s:.3f} s of {args.repeat}")
-        print(f"read_sacct_parsable2 (typed schema):         median {ours_s:.3f} s of {args.repeat}")
-        print(f"ratio: {ours_s / base_s:.2f}x  (goal <= 1.5x)")
+        assert _baseline(path) == _ours(path) == args.rows
+        runs = timed_interleaved({"baseline": _baseline, "ours": _ours}, path, args.repeat)
+        med = {k: statistics.median(w for w, _ in v) for k, v in runs.items()}
+        best = {k: min(w for w, _ in v) for k, v in runs.items()}
+        cpu = {k: statistics.median(c for _, c in v) for k, v in runs.items()}
+        print(f"pandas.read_csv(engine='pyarrow', dtype=str): median {med['baseline']:.3f} s, "
+              f"best {best['baseline']:.3f} s, CPU {cpu['baseline']:.3f} s ({args.repeat} runs, interleaved)")
+        print(f"read_sacct_parsable2 (typed schema):         median {med['ours']:.3f} s, best {best['ours']:.3f} s,"
+              f" CPU {cpu['ours']:.3f} s")
+        print(f"ratio: median {med['ours'] / med['baseline']:.2f}x, best {best['ours'] / best['baseline']:.2f}x, "
+              f"CPU {cpu['ours'] / cpu['baseline']:.2f}x  (goal <= 1.5x)")
+        print(f"load average during the run: {os.getloadavg()[0]:.1f} (other processes skew wall times)")
         for name, fn in (("read_csv baseline", _baseline), ("read_sacct_parsable2", _ours)):
             before, peak, pool, source = peak_memory_mib(fn, path)
             print(f"peak memory {name}: {peak:.0f} MiB RSS ({source}; {before:.0f} MiB before the call, "
