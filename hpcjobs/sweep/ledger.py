@@ -286,7 +286,10 @@ class SubmitterLock:
         """
         if self._fd is not None:
             return self
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise LedgerError(f"cannot open the sweep lock {self.path}: {exc.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -508,6 +511,10 @@ class Ledger:
             raise LedgerError(f"cannot write the sweep ledger {self.path}: {exc}") from None
         try:
             yield self._con
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._con.execute("ROLLBACK")
+            raise LedgerError(f"cannot write the sweep ledger {self.path}: {exc}") from None
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 self._con.execute("ROLLBACK")
@@ -518,6 +525,13 @@ class Ledger:
             with contextlib.suppress(sqlite3.Error):
                 self._con.execute("ROLLBACK")
             raise LedgerError(f"cannot write the sweep ledger {self.path}: {exc}") from None
+
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """Rows of one read-only statement (its own consistent snapshot)."""
+        try:
+            return self._con.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise LedgerError(f"cannot read the sweep ledger {self.path}: {exc}") from None
 
     def _insert_new(self, con: sqlite3.Connection, meta: SweepMeta, points: Sequence[PointLike]) -> None:
         now = time.time()
@@ -574,8 +588,8 @@ class Ledger:
     @property
     def meta(self) -> SweepMeta:
         """The sweep's metadata."""
-        r = self._con.execute("SELECT sweep_id, experiment_path, experiment_sha256, site, scheduler, extra_json, "
-                              "created_at FROM sweep").fetchone()
+        (r,) = self._read("SELECT sweep_id, experiment_path, experiment_sha256, site, scheduler, extra_json, "
+                          "created_at FROM sweep")
         return SweepMeta(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6])
 
     def points(self, state: str | Iterable[str] | None = None) -> list[PointRecord]:
@@ -586,7 +600,7 @@ class Ledger:
             states = [state] if isinstance(state, str) else list(state)
             sql += " WHERE state IN (SELECT value FROM json_each(?))"
             args = (json.dumps(states),)
-        return [PointRecord(*r) for r in self._con.execute(sql + " ORDER BY idx", args)]
+        return [PointRecord(*r) for r in self._read(sql + " ORDER BY idx", args)]
 
     def pending_points(self) -> list[PointRecord]:
         """Points never successfully submitted (``PLANNED``), in index order: what is left to submit."""
@@ -594,7 +608,7 @@ class Ledger:
 
     def summary(self) -> dict[str, int]:
         """Number of points per state (states with no points left out), in :data:`POINT_STATES` order."""
-        counts = dict(self._con.execute("SELECT state, COUNT(*) FROM points GROUP BY state").fetchall())
+        counts = dict(self._read("SELECT state, COUNT(*) FROM points GROUP BY state"))
         return {s: counts[s] for s in POINT_STATES if s in counts}
 
     def submission(self, token: str) -> Submission:
@@ -624,16 +638,15 @@ class Ledger:
         return self.submissions(UNRESOLVED)
 
     def _submissions(self, where: str, args: tuple[Any, ...]) -> list[Submission]:
-        rows = self._con.execute(
-            "SELECT token, chunk, state, is_array, first_index, job_id, argv_json, stderr, created_at, updated_at "
-            f"FROM submissions {where} ORDER BY created_at, rowid", args).fetchall()
-        out = []
-        for r in rows:
-            ids = tuple(x[0] for x in self._con.execute(
-                "SELECT point_id FROM submission_points WHERE token = ? ORDER BY array_index", (r[0],)))
-            out.append(Submission(r[0], r[1], r[2], bool(r[3]), r[4], ids, r[5],
-                                  json.loads(r[6]) if r[6] else None, r[7], r[8], r[9]))
-        return out
+        cols = "token, chunk, state, is_array, first_index, job_id, argv_json, stderr, created_at, updated_at"
+        rows = self._read(f"SELECT {cols} FROM submissions {where} ORDER BY created_at, rowid", args)
+        members: dict[str, list[str]] = {}
+        for token, pid in self._read(
+                f"SELECT token, point_id FROM submission_points WHERE token IN (SELECT token FROM submissions {where}) "
+                "ORDER BY token, array_index", args):
+            members.setdefault(token, []).append(pid)
+        return [Submission(r[0], r[1], r[2], bool(r[3]), r[4], tuple(members.get(r[0], ())), r[5],
+                           json.loads(r[6]) if r[6] else None, r[7], r[8], r[9]) for r in rows]
 
     # ------------------------------------------------------------------------------------ submitting
 
@@ -786,35 +799,34 @@ class Ledger:
             The number of points whose record changed.
         """
         key = job_key or (lambda s: s)
-        rows = self._con.execute(
-            "SELECT point_id, array_job_id, array_index, job_id, state, state_raw, exit_code FROM points "
-            "WHERE array_job_id IS NOT NULL OR job_id IS NOT NULL").fetchall()
-        by_task = {(key(r[1]), r[2]): r for r in rows if r[1] is not None}
-        by_job = {key(r[3]): r for r in rows if r[1] is None and r[3] is not None}
-        changes: dict[str, tuple[str, str | None, int | None, str | None]] = {}
-        for rec in records:
-            targets: list[tuple[Any, ...]] = []
-            task_level = False
-            if rec.array_job_id is not None and rec.array_task_id is not None:
-                hit = by_task.get((key(rec.array_job_id), rec.array_task_id))
-                targets, task_level = ([hit] if hit else []), True
-            elif rec.array_job_id is not None and rec.array_task_spec:
-                parent = key(rec.array_job_id)
-                targets = [t for i in _task_indices(rec.array_task_spec) if (t := by_task.get((parent, i)))]
-            elif rec.array_task_spec is None:
-                hit = by_job.get(key(rec.job_id))
-                targets, task_level = ([hit] if hit else []), True
-            for r in targets:
-                job_id = rec.job_id if task_level else r[3]
-                changes[r[0]] = (rec.state, rec.state_raw, rec.exit_code, job_id)
-        now = time.time()
-        current = {r[0]: (r[4], r[5], r[6], r[3]) for r in rows}
-        updates = [(s, raw, code, jid, now, pid) for pid, (s, raw, code, jid) in changes.items()
-                   if current[pid] != (s, raw, code, jid)]
-        if updates:
-            with self._write() as con:
-                con.executemany("UPDATE points SET state = ?, state_raw = ?, exit_code = ?, job_id = ?, "
-                                "updated_at = ? WHERE point_id = ?", updates)
+        records = list(records)
+        with self._write() as con:  # read and write in one transaction: no reset can slip in between
+            rows = con.execute(
+                "SELECT point_id, array_job_id, array_index, job_id, state, state_raw, exit_code FROM points "
+                "WHERE array_job_id IS NOT NULL OR job_id IS NOT NULL").fetchall()
+            by_task = {(key(r[1]), r[2]): r for r in rows if r[1] is not None}
+            by_job = {key(r[3]): r for r in rows if r[1] is None and r[3] is not None}
+            changes: dict[str, tuple[str, str | None, int | None, str | None]] = {}
+            for rec in records:
+                targets: list[tuple[Any, ...]] = []
+                task_level = False
+                if rec.array_job_id is not None and rec.array_task_id is not None:
+                    hit = by_task.get((key(rec.array_job_id), rec.array_task_id))
+                    targets, task_level = ([hit] if hit else []), True
+                elif rec.array_job_id is not None and rec.array_task_spec:
+                    parent = key(rec.array_job_id)
+                    targets = [t for i in _task_indices(rec.array_task_spec) if (t := by_task.get((parent, i)))]
+                elif rec.array_task_spec is None:
+                    hit = by_job.get(key(rec.job_id))
+                    targets, task_level = ([hit] if hit else []), True
+                for r in targets:
+                    changes[r[0]] = (rec.state, rec.state_raw, rec.exit_code, rec.job_id if task_level else r[3])
+            now = time.time()
+            current = {r[0]: (r[4], r[5], r[6], r[3]) for r in rows}
+            updates = [(st, raw, code, jid, now, pid) for pid, (st, raw, code, jid) in changes.items()
+                       if current[pid] != (st, raw, code, jid)]
+            con.executemany("UPDATE points SET state = ?, state_raw = ?, exit_code = ?, job_id = ?, updated_at = ? "
+                            "WHERE point_id = ?", updates)
         return len(updates)
 
     # ------------------------------------------------------------------------------------ resubmitting
@@ -858,9 +870,11 @@ class Ledger:
 
     def attempts(self, point_id: str) -> list[dict[str, Any]]:
         """Earlier attempts of a point (oldest first), as recorded by :meth:`reset_for_resubmit`."""
-        cur = self._con.execute("SELECT * FROM point_attempts WHERE point_id = ? ORDER BY attempt", (point_id,))
-        names = [c[0] for c in cur.description]
-        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+        names = ("point_id", "attempt", "submission_token", "chunk", "array_job_id", "array_index", "job_id", "state",
+                 "state_raw", "exit_code", "recorded_at")
+        rows = self._read(f"SELECT {', '.join(names)} FROM point_attempts WHERE point_id = ? ORDER BY attempt",
+                          (point_id,))
+        return [dict(zip(names, r, strict=True)) for r in rows]
 
     def cancel_pending(self) -> int:
         """Mark every never-submitted point ``CANCELLED`` (``hpcjobs cancel``), so a resume skips them.

@@ -107,6 +107,11 @@ def test_open_errors(tmp_path: Path) -> None:
         Ledger.open(tmp_path)
     with pytest.raises(LedgerError, match="invalid sweep id"):
         Ledger.create(tmp_path / "x", SweepMeta("a b", "e", "0", "s", "slurm"), [])
+    (tmp_path / LEDGER_FILE).write_bytes(b"this is not an SQLite database, just some text" * 100)
+    with pytest.raises(LedgerError, match="cannot open the sweep ledger"):
+        Ledger.open(tmp_path)
+    with pytest.raises(LedgerError, match="cannot open the sweep lock"):
+        SubmitterLock(tmp_path / "missing").acquire()
 
 
 # --------------------------------------------------------------------------------------- transitions
