@@ -89,7 +89,7 @@ def run_local(prepared: PreparedSweep, ledger: Ledger, *, workers: int | None = 
         used = [s.chunk for s in ledger.submissions()]
         chunk = Chunk(max(used) + 1 if used else 0, tuple(pending))
         token = new_token()
-        write_chunk_file(prepared.folder, chunk.number, chunk.point_ids)
+        write_chunk_file(prepared, chunk.number, chunk.point_ids)
         script = render_chunk_script(prepared, chunk.number, chunk.size, None, token)
         job_id = f"{LOCAL_PREFIX}{os.getpid()}-{token}"
         ledger.plan_chunk(chunk.point_ids, chunk.number, token=token, argv=["bash", str(script)])

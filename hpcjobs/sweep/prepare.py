@@ -8,16 +8,19 @@ Layout of a sweep folder (``<root>/<sweep_id>/``, on a filesystem the compute no
 
     ledger.sqlite             the ledger (hpcjobs.sweep.ledger)
     lock                      the submitter lock
-    experiment.yaml           a copy of the experiment file as submitted
-    points/<point_id>/        one run folder per point: params.env (sourced by the task), params.json
     chunks/<n>.ids            point ids of chunk n, one per line: array index i is line i+1
+    chunks/<n>.env            the parameters of every index of chunk n (a bash ``case``, sourced by the task)
     scripts/<n>.<token>.sh    the array script of each submission attempt
+    points/<point_id>/        each point's run folder, made by its task: params.json, and whatever the job
+                              writes to ``$HPCJOBS_RUN_DIR``
+
+Nothing is written per point at submission time (two small files per chunk instead): on a
+login node's shared filesystem, thousands of fsynced files would take minutes.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shlex
 from collections.abc import Sequence
@@ -125,39 +128,48 @@ def _sweep_spec(experiment: Experiment, doc: YamlDocument) -> SweepSpec | None:
     return validate_document(SweepSpec, doc, raw, prefix=("sweep",))  # type: ignore[arg-type]
 
 
-def write_point_files(prepared: PreparedSweep) -> None:
-    """Write each point's ``params.env`` and ``params.json`` (atomically; unchanged files are kept)."""
-    for point in prepared.points:
-        folder = prepared.folder / "points" / point.point_id
-        env_text = point_env_file_text(point)
-        env_path = folder / "params.env"
-        if not env_path.exists() or env_path.read_text(encoding="utf-8") != env_text:
-            atomic_write_text(env_path, env_text)
-            atomic_write_text(folder / "params.json", json.dumps(point.params, indent=1) + "\n")
+def chunk_env_text(prepared: PreparedSweep, point_ids: Sequence[str]) -> str:
+    """The ``chunks/<n>.env`` file: a bash ``case`` on the array index exporting that point's parameters.
+
+    Values are quoted by :func:`hpcjobs.sweep.expand.point_env_file_text`: they arrive verbatim.
+    """
+    by_id = {p.point_id: p for p in prepared.points}
+    parts = [f"# hpcjobs sweep {prepared.sweep_id}: parameters by array index (generated; do not edit)",
+             'case "$HPCJOBS_ARRAY_INDEX" in']
+    for index, pid in enumerate(point_ids):
+        lines = [ln for ln in point_env_file_text(by_id[pid]).splitlines() if not ln.startswith("#")]
+        parts.append(f"{index})")
+        parts.extend(f"    {ln}" for ln in lines)
+        parts.append("    ;;")
+    parts.append('*) echo "hpcjobs: no sweep point for array index $HPCJOBS_ARRAY_INDEX" >&2; exit 2;;')
+    parts.append("esac")
+    return "\n".join(parts) + "\n"
 
 
-def write_chunk_file(folder: Path, chunk: int, point_ids: Sequence[str]) -> Path:
-    """``chunks/<chunk>.ids``: the chunk's point ids, array index i on line i+1."""
-    return atomic_write_text(folder / "chunks" / f"{chunk}.ids", "".join(f"{p}\n" for p in point_ids))
+def write_chunk_file(prepared: PreparedSweep, chunk: int, point_ids: Sequence[str]) -> Path:
+    """Write ``chunks/<chunk>.ids`` (array index i on line i+1) and ``chunks/<chunk>.env``."""
+    folder = prepared.folder / "chunks"
+    atomic_write_text(folder / f"{chunk}.env", chunk_env_text(prepared, point_ids))
+    return atomic_write_text(folder / f"{chunk}.ids", "".join(f"{p}\n" for p in point_ids))
 
 
 def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle: int | None) -> ResolvedJob:
     """The resolved job of one chunk: an array of ``size`` tasks whose task reads its point by index.
 
-    The preamble (added before the experiment's own setup lines) finds the point of this array
-    index in ``chunks/<chunk>.ids`` and sources its ``params.env``, so one script serves every point
-    and a parameter value never becomes shell code.
+    The preamble (added before the experiment's own setup lines) sources ``chunks/<chunk>.env``,
+    which exports the parameters of this array index, then makes the point's run folder with its
+    ``params.json``: one script serves every point, and a parameter value never becomes shell code.
     """
     index_var = ARRAY_INDEX_VAR[prepared.site.scheduler]
     folder = shlex.quote(str(prepared.folder))
     preamble = (
         f"export HPCJOBS_SWEEP_ID={shlex.quote(prepared.sweep_id)} HPCJOBS_SWEEP_DIR={folder}",
         f"export HPCJOBS_CHUNK={chunk} HPCJOBS_ARRAY_INDEX=\"${{{index_var}:?not an array task}}\"",
-        'HPCJOBS_POINT_ID=$(sed -n "$((HPCJOBS_ARRAY_INDEX + 1))p" '
-        f'"$HPCJOBS_SWEEP_DIR/chunks/{chunk}.ids")',
+        "# shellcheck source=/dev/null",
+        f'source "$HPCJOBS_SWEEP_DIR/chunks/{chunk}.env"',
         'export HPCJOBS_RUN_DIR="$HPCJOBS_SWEEP_DIR/points/$HPCJOBS_POINT_ID"',
-        '# shellcheck source=/dev/null',
-        'source "$HPCJOBS_RUN_DIR/params.env"',
+        'mkdir -p "$HPCJOBS_RUN_DIR"',
+        "printf '%s\\n' \"$HPCJOBS_PARAMS_JSON\" > \"$HPCJOBS_RUN_DIR/params.json\"",
     )
     return replace(prepared.job, setup=preamble + prepared.job.setup,
                    array=ArraySpec(0, size - 1, throttle=throttle))

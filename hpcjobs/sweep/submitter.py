@@ -36,7 +36,6 @@ from hpcjobs.sweep.prepare import (
     array_job_for_chunk,
     render_chunk_script,
     write_chunk_file,
-    write_point_files,
 )
 
 log = logging.getLogger("hpcjobs.sweep")
@@ -75,7 +74,7 @@ Progress = Callable[[int, int], None]
 
 
 def open_ledger(prepared: PreparedSweep, *, force: bool = False, how: dict[str, object] | None = None) -> Ledger:
-    """Create (or reopen, if the same sweep was planned before) the sweep's ledger and point files.
+    """Create (or reopen, if the same sweep was planned before) the sweep's ledger.
 
     ``how`` records how the sweep was asked for (overrides, sweep arguments, site), so that
     ``hpcjobs resubmit`` and a detached local runner can prepare it again from the ledger alone.
@@ -88,9 +87,7 @@ def open_ledger(prepared: PreparedSweep, *, force: bool = False, how: dict[str, 
         scheduler=prepared.site.scheduler,
         extra={"name": prepared.experiment.name, **(how or {})},
     )
-    ledger = Ledger.create(prepared.folder, meta, prepared.points, force=force)
-    write_point_files(prepared)
-    return ledger
+    return Ledger.create(prepared.folder, meta, prepared.points, force=force)
 
 
 class SweepSubmitter:
@@ -171,7 +168,7 @@ class SweepSubmitter:
     def _submit_chunk(self, chunk: Chunk) -> str:
         for attempt in range(1, self.retry.attempts + 1):
             token = new_token()
-            write_chunk_file(self.prepared.folder, chunk.number, chunk.point_ids)
+            write_chunk_file(self.prepared, chunk.number, chunk.point_ids)
             script = render_chunk_script(self.prepared, chunk.number, chunk.size, self.throttle, token)
             argv = self.client.backend.submit_argv(script, self._options(chunk, token))
             self.ledger.plan_chunk(chunk.point_ids, chunk.number, token=token, argv=argv)

@@ -32,6 +32,7 @@ def _experiment(folder: Path, name: str, n: int) -> Path:
     f = folder / f"{name}.yaml"
     f.write_text(
         f"name: {name}\n"
+        f"description: run in {folder}\n"  # a new sweep id per test run (ids derive from the file's text)
         "resources: {walltime: 5m}\n"
         'command: printf "%s %s\\n" "$HPCJOBS_POINT_ID" "$SLURM_ARRAY_JOB_ID" >> "runs-$HPCJOBS_SWEEP_ID.log"\n'
         f"sweep:\n  grid:\n    x: {list(range(n))}\n"
