@@ -30,7 +30,7 @@ class CountingSlurm:
         self.calls: Counter[str] = Counter()
         self.jobs: dict[str, tuple[str, int]] = {}
 
-    def __call__(self, argv, *, timeout=60.0, input=None, env=None, cwd=None, check=True):  # noqa: ANN001
+    def __call__(self, argv, *, timeout=60.0, input=None, env=None, cwd=None, check=True):
         argv = list(argv)
         self.calls[argv[0]] += 1
         out = ""
@@ -65,7 +65,7 @@ def main() -> None:
         exp.write_text(f"name: bench\ncommand: echo $x\nsweep:\n  grid:\n    x: {list(range(args.points))}\n")
         site = str(ROOT / "tests" / "sites" / "hpctest.yaml")
         start = time.perf_counter()
-        prepared, report = run_sweep(exp, site=site, root=Path(tmp) / "sweeps")
+        prepared, _report = run_sweep(exp, site=site, root=Path(tmp) / "sweeps")
         submit_s = time.perf_counter() - start
         goal = math.ceil(args.points / (args.max_array_size - 1))
         print(f"{args.points} points, MaxArraySize {args.max_array_size}: {fake.calls['sbatch']} sbatch calls "
