@@ -44,10 +44,9 @@ def _fmt_dur(s: int) -> str:
 
 
 def _fmt_cpu(ms: int) -> str:
+    """TotalCPU as sacct prints it: ``MM:SS.mmm`` under an hour, else ``[D-]HH:MM:SS``."""
     s, milli = divmod(ms, 1000)
-    m, sec = divmod(s, 60)
-    h, m = divmod(m, 60)
-    return f"{h:02d}:{m:02d}:{sec:02d}" if h else f"{m:02d}:{sec:02d}.{milli:03d}"
+    return _fmt_dur(s) if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}.{milli:03d}"
 
 
 def generate(n_rows: int, seed: int = 7) -> str:
