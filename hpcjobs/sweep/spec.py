@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, Field, PositiveInt, field_validator, model_validator
+from pydantic import AfterValidator, Field, PositiveInt, WithJsonSchema, field_validator, model_validator
 
 from hpcjobs.config.types import StrictModel
 from hpcjobs.errors import ConfigError, ConfigProblem
@@ -311,6 +311,13 @@ _NATIVE_PARTS = ("grid", "zip", "points", "random", "union")
 _WANDB_ONLY = ("parameters", "run_cap", "samples", "seed", "metric", "program", "early_terminate", "command",
                "entity", "project")
 
+_VALUE_LIST_SCHEMA = {"type": "array", "minItems": 1,
+                      "items": {"type": ["boolean", "integer", "number", "string", "null"]}}
+_ZIP_GROUP_SCHEMA = {"type": "object", "minProperties": 1, "additionalProperties": _VALUE_LIST_SCHEMA}
+#: ``zip`` accepts one group (a mapping) or a list of groups; the model stores a list.
+_ZIP_SCHEMA = {"anyOf": [_ZIP_GROUP_SCHEMA, {"type": "array", "items": _ZIP_GROUP_SCHEMA}]}
+ZipGroups = Annotated[list[Annotated[dict[ParamName, Values], Field(min_length=1)]], WithJsonSchema(_ZIP_SCHEMA)]
+
 ExcludeRule = dict[ParamName, Union[SweepValue, Annotated[list[SweepValue], Field(min_length=1)]]]  # noqa: UP007
 
 
@@ -318,7 +325,7 @@ class SweepSpec(StrictModel):
     """The ``sweep:`` section (native parts, or a W&B sweep with ``method:``). See the module docs."""
 
     grid: dict[ParamName, Values] | None = Field(None, description="Cartesian product of value lists.")
-    zip: list[Annotated[dict[ParamName, Values], Field(min_length=1)]] | None = Field(
+    zip: ZipGroups | None = Field(
         None, description="Lists of equal length taken in step; a list of such groups is their product.")
     points: Annotated[list[dict[ParamName, SweepValue]], Field(min_length=1)] | None = Field(
         None, description="Explicit points.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -219,3 +221,17 @@ def test_parse_sweep_gives_keyed_problems() -> None:
         parse_sweep({"grid": {"lr": []}, "zip": {"a": [1], "b": [1, 2]}})
     keys = sorted(p.key or "" for p in info.value.problems)
     assert keys == ["sweep.grid.lr", "sweep.zip"]
+
+
+def test_json_schema_accepts_the_examples_and_both_zip_forms() -> None:
+    import jsonschema
+    import yaml
+
+    schema = SweepSpec.model_json_schema()
+    root = Path(__file__).resolve().parents[2]
+    for example in sorted((root / "examples").glob("sweep-*.yaml")):
+        jsonschema.validate(yaml.safe_load(example.read_text())["sweep"], schema)
+    jsonschema.validate({"zip": {"a": [1], "b": [2]}}, schema)
+    jsonschema.validate({"zip": [{"a": [1]}, {"b": [2]}]}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"gird": {}}, schema)
