@@ -517,10 +517,10 @@ def _texts(col: Columns, tz: str) -> dict[str, pd.Series]:
             out[name] = _category_series(col[field])
     if "comment" in col:  # the tag (hpcjobs.states.parse_job_tag), once per distinct comment
         enc = _encoded(col["comment"])
-        tags = {v: st.parse_job_tag(v) for v in enc[1]}
-        out["sweep_id"] = _category_series(_spread(enc, lambda v: tags[v].sweep_id if tags.get(v) else None,
+        tags = {v: tag for v in enc[1] if (tag := st.parse_job_tag(v)) is not None}
+        out["sweep_id"] = _category_series(_spread(enc, lambda v: tags[v].sweep_id if v in tags else None,
                                                    pa.string()))
-        out["chunk"] = _int_series(_spread(enc, lambda v: tags[v].chunk if tags.get(v) else None, pa.int64()))
+        out["chunk"] = _int_series(_spread(enc, lambda v: tags[v].chunk if v in tags else None, pa.int64()))
     return out
 
 
@@ -687,7 +687,8 @@ def _step_max_rss(step: dict[str, Any]) -> int | None:
     req = (step.get("tres") or {}).get("requested") or {}
     for t in _tres_list(req.get("max")):
         if t.get("type") == "mem":
-            return _num(t.get("count"))
+            count = _num(t.get("count"))
+            return count if isinstance(count, int) and count >= 0 else None
     return None
 
 

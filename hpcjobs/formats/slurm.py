@@ -392,16 +392,16 @@ def parse_sacct_status(stdout: str) -> list[JobStatus]:
     out = []
     for job_id, rec in jobs.items():
         jid = parse_job_id(job_id)
-        reason = _none_if_blank(rec["reason"] or "")
-        state = normalize_state(rec["state"], reason)
-        if reason is None and state in st.FAILURE_STATES:
-            reason = notes.get(job_id)
+        why = _none_if_blank(rec["reason"] or "")
+        state = normalize_state(rec["state"], why)
+        if why is None and state in st.FAILURE_STATES:
+            why = notes.get(job_id)
         code, sig = parse_exit_code(rec["exit"])
         out.append(JobStatus(
             job_id=job_id, state=state, state_raw=rec["state"] or "",
             array_job_id=jid.base_id if jid.is_array else None,
             array_task_id=jid.array_task_id, array_task_spec=jid.array_task_spec,
-            exit_code=code, exit_signal=sig, reason=reason,
+            exit_code=code, exit_signal=sig, reason=why,
             name=_none_if_blank(rec["name"] or ""), comment=_none_if_blank(rec["comment"] or ""),
         ))
     return out
