@@ -16,12 +16,16 @@ log() { printf '\n== %s\n' "$*" >&2; }
 log "installing hpcjobs and its test dependencies"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[test]"
 
+apt_install() {  # apt_install COMMAND PACKAGE: install PACKAGE unless COMMAND is already there
+    command -v "$1" >/dev/null 2>&1 && return 0
+    log "installing $2"
+    apt-get install -y --no-install-recommends "$2" >/dev/null 2>&1 \
+        || { apt-get update >/dev/null && apt-get install -y --no-install-recommends "$2" >/dev/null; }
+}
+
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    if ! command -v shellcheck >/dev/null 2>&1; then
-        log "installing shellcheck"
-        apt-get install -y --no-install-recommends shellcheck >/dev/null 2>&1 \
-            || { apt-get update >/dev/null && apt-get install -y --no-install-recommends shellcheck >/dev/null; }
-    fi
+    apt_install shellcheck shellcheck        # every golden script must pass it
+    apt_install chromium chromium            # the HTML report is rendered and screenshotted
     log "starting the one-node Slurm testbed"
     start=$(date +%s)
     bash tests/slurm/testbed.sh start
