@@ -270,21 +270,23 @@ def _durations_ns(arr: pa.ChunkedArray) -> pa.Array:
     t = _Bytes(arr)
     L = t.len
     windows = np.lib.stride_tricks.sliding_window_view(t.data, 9)
-    tail = windows[np.maximum(t.end - 9, 0)]  # the last 9 bytes of each string, one row gather
-    d = tail.astype(np.int32) - 48  # tail[:, 9 - k] is the k-th byte from the end
+    # the last 9 bytes of each string, one row gather, transposed so each position is contiguous:
+    # tail[9 - k] is the k-th byte from the end
+    tail = np.ascontiguousarray(windows[t.end - 9].T)
+    d = tail.astype(np.int32) - 48
 
     def two(k: int) -> np.ndarray:  # two digits ending k bytes before the end
-        return d[:, 8 - k] * 10 + d[:, 9 - k]
+        return d[8 - k] * 10 + d[9 - k]
 
-    def digits_at(*cols: int) -> np.ndarray:
+    def digits_at(*rows: int) -> np.ndarray:
         ok = np.ones(len(L), bool)
-        for c in cols:
-            ok &= (tail[:, c] - np.uint8(48)) <= 9
+        for r in rows:
+            ok &= (tail[r] - np.uint8(48)) <= 9
         return ok
 
     both = digits_at(1, 4, 7, 8)
-    is_ms = t.valid & (L == 9) & (tail[:, 5] == 46) & (tail[:, 2] == 58) & both & digits_at(0, 3, 6)
-    is_hms = (t.valid & (L >= 8) & (tail[:, 6] == 58) & (tail[:, 3] == 58) & ((L == 8) | (tail[:, 0] == 45))
+    is_ms = t.valid & (L == 9) & (tail[5] == 46) & (tail[2] == 58) & both & digits_at(0, 3, 6)
+    is_hms = (t.valid & (L >= 8) & (tail[6] == 58) & (tail[3] == 58) & ((L == 8) | (tail[0] == 45))
               & both & digits_at(2, 5))
     long = is_hms & (L > 8)
     days = np.zeros(len(L), np.int64)
@@ -293,7 +295,7 @@ def _durations_ns(arr: pa.ChunkedArray) -> pa.Array:
             days[long] = np.asarray(pc.cast(t.slice(0, L - 9, long).filter(pa.array(long)), pa.int64()))
         except pa.ArrowInvalid:
             is_hms &= ~long
-    ns_ms = (two(8) * 60 + two(5)).astype(np.int64) * 1_000_000_000 + (d[:, 6] * 100 + two(1)) * 1_000_000
+    ns_ms = (two(8) * 60 + two(5)).astype(np.int64) * 1_000_000_000 + (d[6] * 100 + two(1)) * 1_000_000
     ns_hms = (days * 86400 + (two(7) * 3600 + two(4) * 60 + two(1))) * 1_000_000_000
     ok = is_ms | is_hms
     vals = np.where(is_ms, ns_ms, np.where(is_hms, ns_hms, 0))
