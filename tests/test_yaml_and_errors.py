@@ -115,3 +115,8 @@ def test_directive_values_cannot_inject_lines(tmp_path):
     path = _write(tmp_path, 'name: t\ncommand: x\noutput_dir: "logs; rm -rf ~"\n')
     with pytest.raises(ConfigError, match="cannot contain spaces"):
         load_experiment(path)
+
+
+def test_exponent_floats_are_numbers():
+    data = parse_yaml("lr: [1e-3, 5E+4, 1.5e3, -2e-1]\ntag: 1e\n").data
+    assert data == {"lr": [0.001, 50000.0, 1500.0, -0.2], "tag": "1e"}

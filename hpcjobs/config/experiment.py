@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
@@ -16,6 +16,7 @@ from hpcjobs.config.types import (
     StrictModel,
     Walltime,
 )
+from hpcjobs.sweep.spec import SweepSpec
 
 
 class Resources(StrictModel):
@@ -133,7 +134,10 @@ class Experiment(StrictModel):
         default_factory=dict,
         description="Fixed parameters, exported (quoted) as environment variables and visible to templates.",
     )
-    sweep: dict[str, Any] | None = Field(None, description="Parameter sweep (see the sweep documentation).")
+    sweep: SweepSpec | None = Field(
+        None, description="Parameter sweep: grid/zip/points/random/union with exclude and filter, or a W&B sweep "
+        "(see hpcjobs.sweep.spec).",
+    )
     launch: Launch | None = Field(
         None, description="Distributed launch, preemption/requeue and GPU sampling (see the launch documentation).",
     )

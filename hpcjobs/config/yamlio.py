@@ -20,10 +20,11 @@ KeyPath = tuple[str | int, ...]
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader without YAML 1.1's base-60 numbers.
+    """SafeLoader with YAML 1.2's numbers: no base-60 integers, exponent floats without a dot.
 
-    PyYAML reads an unquoted ``12:00:00`` as the integer 43200 (sexagesimal);
-    in a job file that is always a wall time, so it stays a string here.
+    PyYAML reads an unquoted ``12:00:00`` as the integer 43200 (sexagesimal); in a job file
+    that is always a wall time, so it stays a string here. And ``1e-3`` is a float, as a
+    researcher writing a learning rate means it, not the text YAML 1.1 makes of it.
     """
 
 
@@ -32,8 +33,11 @@ _Loader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+# YAML 1.2 floats without a dot: 1e-3, 5E+4 (YAML 1.1 reads them as text, a classic trap in sweeps)
+_EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 for _first in "+-0123456789":
     _Loader.yaml_implicit_resolvers.setdefault(_first, []).insert(0, ("tag:yaml.org,2002:str", _SEXAGESIMAL))
+    _Loader.yaml_implicit_resolvers[_first].insert(0, ("tag:yaml.org,2002:float", _EXPONENT_FLOAT))
 
 
 @dataclass

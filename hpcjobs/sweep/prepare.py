@@ -30,13 +30,11 @@ from pathlib import Path
 from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.loading import load_experiment
 from hpcjobs.config.site import SiteConfig
-from hpcjobs.config.yamlio import YamlDocument
 from hpcjobs.output import atomic_write_text
 from hpcjobs.render.script import ARRAY_INDEX_VAR, load_site_for, render_job
 from hpcjobs.resolve import ResolvedJob, resolve
 from hpcjobs.schedulers.base import ArraySpec
 from hpcjobs.sweep.expand import Point, expand, point_env_file_text
-from hpcjobs.sweep.spec import SweepSpec
 
 #: Where sweep folders go unless told otherwise (relative to the submit directory).
 DEFAULT_SWEEP_ROOT = "hpcjobs-sweeps"
@@ -111,21 +109,11 @@ def prepare_sweep(
     experiment, doc = load_experiment(experiment_path, overrides)
     text = experiment_path.read_text(encoding="utf-8")
     site_config, site_file = load_site_for(experiment, site)
-    spec = _sweep_spec(experiment, doc)
-    points = expand(spec, sweep_args)
+    points = expand(experiment.sweep, sweep_args)
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
     sweep_id = make_sweep_id(experiment.name, text, overrides, sweep_args, site_config.name)
     return PreparedSweep(sweep_id, sweep_root(root) / sweep_id, experiment_path, text, experiment,
                          site_config, job, tuple(points), Path(submit_dir or Path.cwd()).resolve())
-
-
-def _sweep_spec(experiment: Experiment, doc: YamlDocument) -> SweepSpec | None:
-    raw = experiment.sweep
-    if raw is None or isinstance(raw, SweepSpec):
-        return raw
-    from hpcjobs.config.validation import validate_document
-
-    return validate_document(SweepSpec, doc, raw, prefix=("sweep",))  # type: ignore[arg-type]
 
 
 def chunk_env_text(prepared: PreparedSweep, point_ids: Sequence[str]) -> str:
