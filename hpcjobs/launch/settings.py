@@ -8,9 +8,6 @@ from hpcjobs.config.experiment import Experiment, Launch
 from hpcjobs.config.site import SiteConfig
 from hpcjobs.units import format_walltime_slurm
 
-#: Launchers that start one launcher process per node (torchrun) or need a rendezvous host/port.
-PER_NODE_LAUNCHERS = frozenset({"torchrun"})
-
 
 @dataclass(frozen=True)
 class LaunchSettings:

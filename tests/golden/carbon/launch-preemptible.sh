@@ -136,12 +136,22 @@ trap 'hpcjobs_launch_cleanup' EXIT
 # Preemption: SIGUSR1 300 s before the wall-time limit (a timer below); the exit status 75 means "stopped with a checkpoint: resubmit to continue".
 hpcjobs_main_pid=""
 
+# Send signal SIG to TARGET (a pid, or -pgid) after SECONDS, unless this timer is killed first.
+hpcjobs_after() {
+    (
+        sleep "$1" &
+        sleeper=$!
+        trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+        wait "$sleeper" && kill -s "$2" -- "$3" 2>/dev/null
+    ) </dev/null >/dev/null 2>&1 &
+}
+
 # Stop the program: send SIG to its process group, wait at most 150 s, then TERM it.
 hpcjobs_stop_main() {
     local watchdog
     if [ -z "$hpcjobs_main_pid" ]; then return 0; fi
     kill -s "$1" -- "-$hpcjobs_main_pid" 2>/dev/null || kill -s "$1" "$hpcjobs_main_pid" 2>/dev/null || true
-    (sleep 150; kill -s TERM -- "-$hpcjobs_main_pid" 2>/dev/null || true) &
+    hpcjobs_after 150 TERM "-$hpcjobs_main_pid"
     watchdog=$!
     wait "$hpcjobs_main_pid" 2>/dev/null || true
     kill "$watchdog" 2>/dev/null || true
@@ -179,7 +189,7 @@ hpcjobs_on_term() {
 trap hpcjobs_on_preempt USR1
 trap hpcjobs_on_term TERM
 # The timer: 6900 s = wall time - 300 s after the script starts.
-(sleep 6900 && kill -s USR1 "$$") &
+hpcjobs_after 6900 USR1 "$$"
 hpcjobs_timer_pid=$!
 
 
