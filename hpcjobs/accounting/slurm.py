@@ -142,7 +142,7 @@ def _category_series(arr: pa.Array | pa.ChunkedArray) -> pd.Series:
         codes = np.where(codes == cats.index(""), -1, codes)
         codes = np.where(codes > cats.index(""), codes - 1, codes)
         cats.remove("")
-    return pd.Series(pd.Categorical.from_codes(codes, categories=cats), copy=False)
+    return pd.Series(pd.Categorical.from_codes(codes, categories=cats, validate=False), copy=False)
 
 
 class _Bytes:
@@ -276,7 +276,7 @@ def _durations_ns(arr: pa.ChunkedArray) -> pa.Array:
     d = tail.astype(np.int32) - 48
 
     def two(k: int) -> np.ndarray:  # two digits ending k bytes before the end
-        return d[8 - k] * 10 + d[9 - k]
+        return np.asarray(d[8 - k] * 10 + d[9 - k])
 
     def digits_at(*rows: int) -> np.ndarray:
         ok = np.ones(len(L), bool)
@@ -326,6 +326,8 @@ def _memory_bytes(arr: pa.ChunkedArray) -> pa.Array:
 
 
 def _seconds_to_duration(arr: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if pa.types.is_integer(arr.type):
+        return pc.cast(pc.multiply(pc.cast(arr, pa.int64()), 1_000_000_000), pa.duration("ns"))
     ns = pc.round(pc.multiply(pc.cast(arr, pa.float64()), 1e9))
     return pc.cast(pc.cast(ns, pa.int64()), pa.duration("ns"))
 
