@@ -68,7 +68,9 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
             jobs = query_sacct(start, job_ids=job_ids, cache=cache)
         else:
             jobs = empty_frame()
-    frame = sweep_frame(points, jobs, sweep_id=meta.sweep_id)
+    # matched by the ledger's job ids (and the tag, where the scheduler keeps it): PBS accounting
+    # logs carry no comment, so the frame is not filtered on its sweep_id column
+    frame = sweep_frame(points, jobs)
     if points.empty:
         return frame
     frame = frame.merge(points[["point_id", "ledger_state", "attempt", "ledger_exit_code"]], on="point_id", how="left")

@@ -132,7 +132,7 @@ class SweepSubmitter:
             if not dry_run:
                 report.recovered = self.resolve_unresolved()
             pending = [p.point_id for p in self.ledger.pending_points()]
-            limits = self._limits(tolerant=dry_run)
+            limits = self._limits()
             capacity = chunk_capacity(limits.max_array_size if limits else None,
                                       self.prepared.site.limits.max_array_size)
             user_limit = (self.prepared.site.limits.max_submitted_jobs
@@ -261,16 +261,20 @@ class SweepSubmitter:
 
     # ------------------------------------------------------------------------------ limits
 
-    def _limits(self, *, tolerant: bool) -> ClusterLimits | None:
-        """What the scheduler reports (array size, submit limit); a dry run goes on without them."""
+    def _limits(self) -> ClusterLimits | None:
+        """What the scheduler reports (array size, submit limit), or ``None`` when it cannot say.
+
+        Limits are advice for chunking: when the query fails (a server that does not answer
+        ``qstat -B``, a cluster that hides its configuration), the site config's limits and the
+        defaults apply, and a chunk too large is refused by the scheduler with a clear error.
+        """
         if getattr(self.client.backend, "config_argv", None) is None:
             return None
         try:
             return self.client.limits(self.user)
-        except HpcJobsError:
-            if tolerant:
-                return None
-            raise
+        except HpcJobsError as exc:
+            log.warning("could not read the scheduler's limits (%s); using the site config's", exc)
+            return None
 
     def _queued(self) -> int | None:
         argv_of = getattr(self.client.backend, "queued_argv", None)
