@@ -85,6 +85,21 @@ class PbsProBackend:
         errors = fmt.parse_error_lines(stderr)
         return bool(errors) and all(e.kind in (fmt.UNKNOWN_JOB, fmt.JOB_FINISHED) for e in errors)
 
+    def tag_query_argvs(self, name: str, user: str) -> list[list[str]]:
+        """One call listing jobs with their attributes (history included) to find lost submissions by tag.
+
+        PBS cannot filter by job name in ``qstat``; the job list is read once (only after a lost
+        answer or a crash) and filtered here by name and by the ``HPCJOBS_TAG`` variable.
+        """
+        del name, user  # filtered in parse_tag_query
+        return [["qstat", "-x", "-f", "-F", "json"]]
+
+    def parse_tag_query(self, stdout: str) -> list[tuple[str, str]]:
+        """``(job id, hpcjobs tag)`` of each job in :meth:`tag_query_argvs` output that carries a tag."""
+        if not stdout.strip():
+            return []
+        return [(r.job_id, r.comment) for r in self.parse_status(stdout) if r.comment]
+
     def same_job(self, a: str, b: str) -> bool:
         """Same job by sequence number and array index, whatever the server suffix."""
         try:
@@ -170,6 +185,11 @@ class TorqueBackend(PbsProBackend):
             if key == "max_job_array_size" and value.strip().isdigit():
                 return ClusterLimits(max_array_size=int(value))
         return ClusterLimits()
+
+    def tag_query_argvs(self, name: str, user: str) -> list[list[str]]:
+        """Torque: every job as XML (completed ones stay for ``keep_completed``), filtered here by tag."""
+        del name, user
+        return [["qstat", "-f", "-x"]]
 
     def parse_cluster_name(self, stdout: str) -> str | None:
         """The server name from ``qstat -B -f`` (``Server: name``)."""

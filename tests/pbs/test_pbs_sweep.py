@@ -50,3 +50,53 @@ def test_sweep_chunked_and_accounted(pbs_standin, monkeypatch):
     assert fate == {x: ("FAILED" if x == 7 else "COMPLETED") for x in range(10)}
     assert int(df.loc[df["x"] == 7, "exit_code"].iloc[0]) == 5
     assert df["elapsed"].notna().all()
+
+
+FLAKY_QSUB = """#!/bin/bash
+# Every other call: really submit, then lose the answer (the submitter must find the job by its tag).
+n=$(( $(cat "$FLAKY_COUNTER" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$FLAKY_COUNTER"
+if [ $(( n % 2 )) = 1 ]; then
+  "$REAL_QSUB" "$@" > /dev/null
+  echo "qsub: cannot connect to server pbs-standin (errno=15010)" >&2
+  exit 1
+fi
+exec "$REAL_QSUB" "$@"
+"""
+
+
+@pytest.mark.parametrize("pbs_standin", ["pbspro", "torque"], indirect=True)
+def test_lost_qsub_answers_are_found_by_tag(pbs_standin, monkeypatch):
+    import os
+    import shutil
+    import stat
+
+    flavor = pbs_standin.flavor
+    work = pbs_standin.workdir
+    bindir = work / "flaky-bin"
+    bindir.mkdir()
+    wrapper = bindir / "qsub"
+    wrapper.write_text(FLAKY_QSUB)
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("REAL_QSUB", shutil.which("qsub"))
+    monkeypatch.setenv("FLAKY_COUNTER", str(work / "counter"))
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    pbs_standin.configure(max_array_size=4)
+    site = work / "small.yaml"
+    text = (SITES / "pbstest-small-arrays.yaml").read_text()
+    if flavor == "torque":
+        text = text.replace("scheduler: pbspro", "scheduler: torque").replace("workq", "batch")
+    site.write_text(text)
+    monkeypatch.chdir(work)
+    exp = work / "lost.yaml"
+    exp.write_text('name: lost\ncommand: \'echo "$HPCJOBS_POINT_ID" >> "$HPCJOBS_SWEEP_DIR/runs.log"\'\n'
+                   "sweep:\n  grid:\n    x: [0, 1, 2, 3, 4, 5, 6, 7, 8]\n")
+    root = work / "sweeps"
+    prepared, report = run_sweep(exp, site=str(site), root=root)
+    assert int((work / "counter").read_text()) == 3  # three chunks, answers lost for two of them
+    deadline = time.monotonic() + 90
+    while not (st := sweep_status(prepared.sweep_id, root=root)).done:
+        assert time.monotonic() < deadline, st.counts
+        time.sleep(0.5)
+    assert st.counts == {"COMPLETED": 9}
+    runs = Counter((prepared.folder / "runs.log").read_text().split())
+    assert set(runs) == {p.point_id for p in prepared.points} and set(runs.values()) == {1}
