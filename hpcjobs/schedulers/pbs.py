@@ -111,7 +111,7 @@ class PbsProBackend:
         """A comparison key for an id: sequence number and array index, without the server suffix."""
         try:
             jid = fmt.parse_job_id(job_id)
-        except Exception:  # noqa: BLE001 - an id of another form is its own key
+        except Exception:
             return job_id
         if jid.index is not None:
             return f"{jid.sequence}[{jid.index}]"

@@ -133,7 +133,7 @@ class SlurmBackend:
                 continue
             try:
                 base = fmt.parse_job_id(job).base_id
-            except Exception:  # noqa: BLE001 - a line that is not a job is not a match
+            except Exception:
                 continue
             out.append((base, comment.strip()))
         return out

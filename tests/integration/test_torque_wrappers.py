@@ -22,8 +22,8 @@ from hpcjobs.output import atomic_write_text
 from hpcjobs.process import run_command
 from hpcjobs.render.script import render_job
 from hpcjobs.resolve import resolve
-from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.schedulers.client import PollSchedule, SchedulerClient
+from hpcjobs.schedulers.registry import get_backend
 
 pytestmark = pytest.mark.slurm
 

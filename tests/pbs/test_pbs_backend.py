@@ -17,9 +17,9 @@ from hpcjobs.config.sites import load_site_file
 from hpcjobs.errors import CommandError
 from hpcjobs.render.script import render_job
 from hpcjobs.resolve import resolve
-from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.schedulers.base import ArraySpec
 from hpcjobs.schedulers.client import PollSchedule, SchedulerClient
+from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.submit import submit_rendered
 
 SITES = Path(__file__).resolve().parent.parent / "sites"

@@ -91,7 +91,7 @@ def test_lost_qsub_answers_are_found_by_tag(pbs_standin, monkeypatch):
     exp.write_text('name: lost\ncommand: \'echo "$HPCJOBS_POINT_ID" >> "$HPCJOBS_SWEEP_DIR/runs.log"\'\n'
                    "sweep:\n  grid:\n    x: [0, 1, 2, 3, 4, 5, 6, 7, 8]\n")
     root = work / "sweeps"
-    prepared, report = run_sweep(exp, site=str(site), root=root)
+    prepared, _report = run_sweep(exp, site=str(site), root=root)
     assert int((work / "counter").read_text()) == 3  # three chunks, answers lost for two of them
     deadline = time.monotonic() + 90
     while not (st := sweep_status(prepared.sweep_id, root=root)).done:

@@ -9,9 +9,9 @@ import pytest
 from hpcjobs import process, states
 from hpcjobs.errors import CommandError
 from hpcjobs.process import CommandResult
-from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.schedulers.base import ArraySpec, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.schedulers.registry import get_backend
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 

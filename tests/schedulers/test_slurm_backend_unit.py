@@ -12,9 +12,9 @@ import pytest
 from hpcjobs import process, states
 from hpcjobs.errors import CommandError, HpcJobsError
 from hpcjobs.process import CommandResult
-from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.schedulers.base import ArraySpec, JobStatus, SubmitOptions
 from hpcjobs.schedulers.client import PollSchedule, SchedulerClient
+from hpcjobs.schedulers.registry import get_backend
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "slurm" / "testbed"
 
