@@ -58,6 +58,11 @@ def handle_errors(func: F) -> F:
             sys.exit(exc.exit_code)
         except (click.exceptions.Exit, click.ClickException, KeyboardInterrupt):
             raise
+        except BrokenPipeError:  # output piped into `head` and the like: stop quietly
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
         except Exception as exc:
             import traceback
 

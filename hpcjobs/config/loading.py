@@ -34,7 +34,8 @@ def parse_override(text: str) -> tuple[KeyPath, Any]:
     return tuple(key.split(".")), value
 
 
-def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> tuple[dict[str, Any], list[KeyPath]]:
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str], *,
+                    as_text: frozenset[KeyPath] = frozenset()) -> tuple[dict[str, Any], list[KeyPath]]:
     """A copy of ``data`` with each ``KEY=VALUE`` override set; also returns the overridden paths.
 
     Raises:
@@ -44,6 +45,8 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> tuple[dic
     paths: list[KeyPath] = []
     for text in overrides:
         path, value = parse_override(text)
+        if path in as_text:
+            value = text.partition("=")[2]
         node: Any = out
         for i, part in enumerate(path[:-1]):
             nxt = node.get(part) if isinstance(node, dict) else None
@@ -72,7 +75,17 @@ def load_experiment(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Ex
         raise ConfigError(doc.problem((), "an experiment file must be a mapping of keys to values"))
     data, overridden = apply_overrides(doc.data, overrides)
     try:
-        experiment = validate_document(Experiment, doc, data)
+        try:
+            experiment = validate_document(Experiment, doc, data)
+        except ConfigError as first:
+            # `--set command=true` means the text "true" where the schema wants text: retry those as text
+            texty = frozenset(p for p in overridden if any(
+                prob.key == ".".join(map(str, p)) and prob.message.startswith("Input should be a valid string")
+                for prob in first.problems))
+            if not texty:
+                raise
+            data, overridden = apply_overrides(doc.data, overrides, as_text=texty)
+            experiment = validate_document(Experiment, doc, data)
     except ConfigError as exc:
         for problem in exc.problems:
             key = tuple((problem.key or "").split("."))

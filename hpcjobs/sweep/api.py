@@ -61,12 +61,11 @@ def run_sweep(
     """
     prepared = prepare_sweep(path, site=site, overrides=overrides, sweep_args=sweep_args, root=root)
     if dry_run:
-        from hpcjobs.sweep.submitter import SubmitReport as _Report
-
-        report = _Report(prepared.sweep_id, len(prepared.points))
-        sub = SweepSubmitter(prepared, _DryLedger(prepared), client or client_for(prepared.site.scheduler),
+        if prepared.site.scheduler == "local":
+            return prepared, _local_dry_run(prepared)
+        sub = SweepSubmitter(prepared, _DryLedger(prepared), client or client_for(prepared.site.scheduler),  # type: ignore[arg-type]
                              throttle=throttle)
-        return prepared, sub.submit(dry_run=True) if prepared.site.scheduler != "local" else report
+        return prepared, sub.submit(dry_run=True)
     how = {"overrides": list(overrides), "sweep_args": list(sweep_args), "site_arg": site,
            "submit_dir": str(prepared.submit_dir), "throttle": throttle}
     with open_ledger(prepared, force=force, how=how) as ledger:
@@ -79,6 +78,20 @@ def run_sweep(
         submitter = SweepSubmitter(prepared, ledger, client or client_for(prepared.site.scheduler),
                                    throttle=throttle, progress=progress)
         return prepared, submitter.submit()
+
+
+def _local_dry_run(prepared: PreparedSweep) -> SubmitReport:
+    """What a local run would execute: the array script, once per point with HPCJOBS_ARRAY_INDEX set."""
+    from hpcjobs.render.script import render_job
+    from hpcjobs.sweep.prepare import array_job_for_chunk
+
+    report = SubmitReport(prepared.sweep_id, len(prepared.points))
+    script = prepared.folder / "scripts" / "0.<token>.sh"
+    report.dry_run_commands = [["env", f"HPCJOBS_ARRAY_INDEX={i}", "bash", str(script)]
+                               for i in range(len(prepared.points))]
+    report.dry_run_script = render_job(array_job_for_chunk(prepared, 0, len(prepared.points), None),
+                                       template=prepared.experiment.template).text
+    return report
 
 
 class _DryLedger:
