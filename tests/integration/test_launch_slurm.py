@@ -14,6 +14,9 @@ Three jobs are submitted side by side and waited for together:
   asserted); the resumed run needs about 3 s. Slurm makes a requeued job eligible again
   121 s after the requeue (EligibleTime; the job credential's lifetime), which makes this the
   slowest job of the module (about 2 min 20 s in all);
+* ``ddp-preempt``: torchrun (2 workers) in a preemptible 1-minute job allowed no requeue: the
+  signal travels batch shell → srun → the per-node shell → the workers (torchrun itself ignores
+  it), both workers see it, the hook runs, and the job ends with the documented exit status 75;
 * ``sampler``: a GPU job with the GPU sampler on: the testbed's GPUs are fake and it has no
   ``nvidia-smi``, so the job completes and writes no CSV and no error.
 """
@@ -72,6 +75,19 @@ with log.open("a") as f:
 '''
 
 
+SIGNALLED_WORKER = '''\
+"""A torchrun worker that waits (at most 55 s) for SIGUSR1 and says whether it came."""
+import os, signal, sys, time
+got = []
+signal.signal(signal.SIGUSR1, lambda *_: got.append(time.time()))
+deadline = time.time() + 55
+while not got and time.time() < deadline:
+    time.sleep(0.2)
+with open(f"worker-{os.environ['RANK']}.txt", "w") as f:
+    f.write(f"signal={bool(got)}\\n")
+'''
+
+
 def _render(name: str, spec: dict, site=SITE):
     exp = Experiment.model_validate({"name": f"it-{name}", **spec})
     return render_job(resolve(exp, site))
@@ -84,6 +100,7 @@ def launched(slurm_testbed, tmp_path_factory):
     workdir.chmod(0o777)
     client = SchedulerClient(get_backend("slurm"))
     (workdir / "resumable.py").write_text(RESUMABLE)
+    (workdir / "signalled_worker.py").write_text(SIGNALLED_WORKER)
     jobs = {
         "requeue": _render("requeue", {
             "resources": {"walltime": "1m"},
@@ -108,6 +125,11 @@ def launched(slurm_testbed, tmp_path_factory):
             "resources": {"nodes": 1, "tasks_per_node": 2, "cpus_per_task": 1, "memory": "2G"},
             "launch": {"launcher": "torchrun", "program": str(ROOT / "examples" / "torch_ddp_allreduce.py"),
                        "args": ["--backend", "gloo", "--steps", "3", "--out", str(workdir / "ddp")]},
+        }, site=SITE_TORCH)
+        jobs["ddp-preempt"] = _render("ddp-preempt", {
+            "resources": {"nodes": 1, "tasks_per_node": 2, "cpus_per_task": 1, "memory": "2G", "walltime": "1m"},
+            "launch": {"launcher": "torchrun", "program": "signalled_worker.py", "preemptible": True,
+                       "signal_seconds": 20, "max_requeues": 0, "checkpoint_command": "echo hook >ddp-hook.txt"},
         }, site=SITE_TORCH)
     start = time.monotonic()
     subs = {name: submit_rendered(job, client=client, submit_dir=workdir) for name, job in jobs.items()}
@@ -166,6 +188,18 @@ def test_signal_checkpoint_requeue_resume(launched, slurm_testbed):
     restart_gap = float(fields[3]["t"]) - float(fields[2]["t"])
     print(f"signal {lead:.1f} s after the start (due at 10 s: --time=1 --signal=B:USR1@20); "
           f"second run started {restart_gap:.1f} s after the signal")
+
+
+def test_signal_reaches_torchrun_workers_through_srun(launched):
+    subs, rows, workdir, torch_problem = launched
+    if torch_problem:
+        pytest.skip(torch_problem)
+    job_id = subs["ddp-preempt"].job_id
+    err = _log(workdir, "ddp-preempt", job_id, "err")
+    assert (rows[job_id]["State"], rows[job_id]["ExitCode"]) == ("FAILED", "75:0"), err
+    assert [(workdir / f"worker-{r}.txt").read_text() for r in (0, 1)] == ["signal=True\n"] * 2, err
+    assert (workdir / "ddp-hook.txt").read_text() == "hook\n"
+    assert "hpcjobs: not requeueing: 0 restart(s), the limit is 0" in err
 
 
 def test_gpu_sampler_without_nvidia_smi_does_nothing(launched):
