@@ -152,3 +152,17 @@ def test_site_search_path_order(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="did you mean 'derecho'"):
         find_site("derekho")
     assert load_site_file(find_site("derecho")).scheduler == "local"
+
+
+def test_directive_memo_sees_every_field_that_matters():
+    import dataclasses
+
+    site = _site("slurm")
+    job = resolve(_exp(), site)
+    a = render_job(job).text
+    b = render_job(dataclasses.replace(job, walltime=60)).text
+    c = render_job(dataclasses.replace(job, params={"lr": "1"})).text
+    assert "--time=1-02:00:00" in a and "--time=00:01:00" in b
+    assert _directives(a, "#SBATCH") == _directives(c, "#SBATCH")
+    other = _site("slurm", gpu_request="gpus-per-node")  # another site object, same fields
+    assert "--gpus-per-node=a100:2" in render_job(dataclasses.replace(job, site=other)).text

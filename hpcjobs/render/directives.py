@@ -143,8 +143,35 @@ DIRECTIVE_BUILDERS: dict[str, Callable[[ResolvedJob], list[Directive]]] = {
 DIRECTIVE_PREFIX: dict[str, str] = {"slurm": "#SBATCH", "pbspro": "#PBS", "torque": "#PBS", "local": "#"}
 
 
+_CACHE: dict[tuple[object, ...], tuple[object, list[str]]] = {}
+_CACHE_MAX = 256
+
+
+def _directive_key(job: ResolvedJob) -> tuple[object, ...]:
+    """Everything directives depend on (not the environment, setup or parameters of a sweep point)."""
+    return (id(job.site), job.name, job.partition, job.account, job.qos, job.nodes, job.tasks_per_node,
+            job.cpus_per_task, job.gpus_per_node, job.gpu_type, job.memory_per_node, job.walltime, job.exclusive,
+            job.output_dir, job.extra_directives, job.array)
+
+
 def build_directives(job: ResolvedJob) -> list[str]:
-    """All directive texts for ``job``: generated ones the site allows, then site/partition/user extras."""
+    """All directive texts for ``job``: generated ones the site allows, then site/partition/user extras.
+
+    Memoised on the fields directives depend on, so rendering many points of one sweep builds
+    them once (the cached entry keeps its site object, so a reused ``id`` never matches).
+    """
+    key = _directive_key(job)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is job.site:
+        return list(hit[1])
+    result = _build_directives(job)
+    if len(_CACHE) >= _CACHE_MAX:
+        _CACHE.clear()
+    _CACHE[key] = (job.site, result)
+    return list(result)
+
+
+def _build_directives(job: ResolvedJob) -> list[str]:
     forbidden = set(job.site.forbidden_directives)
     generated = [text for name, text in DIRECTIVE_BUILDERS[job.scheduler](job) if name not in forbidden]
     extras = [d for d in job.extra_directives if not (directive_names(d) & forbidden)]

@@ -64,7 +64,10 @@ def _environment(extra: tuple[str, ...], env_key: tuple[str, ...]) -> jinja2.Env
     return env
 
 
+_ENV_KEYS = ("HPCJOBS_TEMPLATE_PATH", "XDG_CONFIG_HOME", "HOME")
+
+
 def template_environment(extra_dirs: tuple[str, ...] = ()) -> jinja2.Environment:
     """The Jinja environment for the current search path (cached per path)."""
-    env_key = tuple(os.environ.get(k, "") for k in ("HPCJOBS_TEMPLATE_PATH", "XDG_CONFIG_HOME", "HOME"))
+    env_key = tuple(map(os.environ.get, _ENV_KEYS))
     return _environment(tuple(str(d) for d in extra_dirs), env_key)
