@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from hpcjobs.launch.builders import tf_config
-from tests.launch.conftest import fake_scontrol, fake_tool, render, run_bash
+from launch.shellrun import fake_scontrol, fake_tool, render, run_bash
 
 HOSTILE = "$(touch pwned) `id` 'q' \"dq\""
 

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from hpcjobs.config.experiment import Experiment
 from hpcjobs.errors import ConfigError
 from hpcjobs.resolve import resolve
-from tests.launch.conftest import render, site
+from launch.shellrun import render, site
 
 
 def _exp(**kw) -> Experiment:

@@ -10,7 +10,7 @@ import os
 import time
 from pathlib import Path
 
-from tests.launch.conftest import fake_tool, render, run_bash
+from launch.shellrun import fake_tool, render, run_bash
 
 FAKE_NVIDIA_SMI = r'''
 printf '%s\n' "$@" >"$FAKE_LOG/nvidia-smi.argv"
@@ -127,3 +127,10 @@ def test_term_checkpoints_without_requeue(tmp_path):
     assert proc.returncode == 143, proc.stderr
     assert (tmp_path / "hook.txt").read_text() == "hook\n"
     assert "not requeueing" in proc.stderr
+
+
+def test_sampler_cleanup_keeps_the_site_epilogue_and_the_exit_status(tmp_path):
+    text = render("local", {"gpu_sampler": True}, site_kw={"epilogue": ["echo epilogue-ran"]},
+                  output_dir=str(tmp_path / "logs"), command="echo body; exit 3")
+    proc = run_bash(text, {}, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (3, "body\nepilogue-ran\n")

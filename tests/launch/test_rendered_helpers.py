@@ -13,7 +13,7 @@ import json
 import pytest
 
 from hpcjobs.launch.builders import hostfile, rendezvous_port, tf_config
-from tests.launch.conftest import fake_scontrol, helpers, render, run_bash
+from launch.shellrun import fake_scontrol, helpers, render, run_bash
 
 NODE_COUNTS = (1, 2, 4)
 
