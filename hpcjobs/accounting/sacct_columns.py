@@ -1,0 +1,477 @@
+"""Column parsers for ``sacct --parsable2`` text: pyarrow string columns → schema-typed pandas Series.
+
+Used by :func:`hpcjobs.accounting.slurm.read_sacct_parsable2`. pyarrow compute kernels and numpy
+byte views parse the high-cardinality columns (ids, times, durations, MaxRSS); the low-cardinality
+ones (State, ExitCode, Timelimit, ReqMem, TRES, Comment) are parsed once per distinct value with the
+hand-tested scalar parsers of :mod:`hpcjobs.formats.slurm` and spread back with ``take``.
+
+Each column group (:data:`COLUMN_GROUPS`) maps the lower-cased field columns to finished Series;
+the groups are independent, so the caller may run them on threads (the kernels release the GIL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hpcjobs import states as st
+from hpcjobs.accounting.schema import COLUMNS
+from hpcjobs.errors import SchedulerOutputError
+from hpcjobs.formats import slurm as fs
+
+_SACCT_TIME_FMT = "%Y-%m-%dT%H:%M:%S"
+_INT64 = pa.int64()
+_STATE_CODES = {name: i for i, name in enumerate(st.ALL_STATES)}
+
+# ---------------------------------------------------------------------------
+# Arrow helpers
+
+
+def _str_series(arr: pa.Array | pa.ChunkedArray) -> pd.Series:
+    return pd.Series(pd.arrays.ArrowStringArray(arr), copy=False)
+
+
+def _int_series(arr: pa.Array | pa.ChunkedArray | np.ndarray, mask: np.ndarray | None = None) -> pd.Series:
+    if isinstance(arr, np.ndarray):
+        values = arr.astype(np.int64, copy=False)
+        mask = np.zeros(len(values), bool) if mask is None else mask
+    else:
+        arr = pc.cast(arr, pa.int64())
+        values = np.asarray(pc.fill_null(arr, 0).to_numpy(), dtype=np.int64)
+        mask = pc.is_null(arr).to_numpy(zero_copy_only=False)
+    return pd.Series(pd.arrays.IntegerArray(values, mask), copy=False)
+
+
+def _category_series(arr: pa.Array | pa.ChunkedArray) -> pd.Series:
+    enc = arr.combine_chunks().dictionary_encode() if isinstance(arr, pa.ChunkedArray) else arr.dictionary_encode()
+    codes = pc.fill_null(enc.indices, -1).to_numpy()
+    cats = enc.dictionary.to_pylist()
+    if "" in cats:  # blank means absent
+        codes = np.where(codes == cats.index(""), -1, codes)
+        codes = np.where(codes > cats.index(""), codes - 1, codes)
+        cats.remove("")
+    return pd.Series(pd.Categorical.from_codes(codes, categories=cats, validate=False), copy=False)
+
+
+class _Bytes:
+    """A string column as numpy bytes and offsets, for parsing fixed-position formats without Python loops."""
+
+    def __init__(self, arr: pa.Array | pa.ChunkedArray) -> None:
+        a = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+        self.arr = a.cast(pa.large_string())
+        bufs = self.arr.buffers()
+        n = len(self.arr)
+        off = np.frombuffer(bufs[1], np.int64, count=n + 1, offset=self.arr.offset * 8)
+        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        # 16 zero bytes before and 32 after: gathers a few bytes around any string stay in range
+        self.data = np.concatenate([np.zeros(16, np.uint8), data, np.zeros(32, np.uint8)])
+        self.start, self.end = off[:-1] + 16, off[1:] + 16
+        self.len = self.end - self.start
+        self.valid = (self.arr.is_valid().to_numpy(zero_copy_only=False) if self.arr.null_count
+                      else np.ones(n, bool))
+
+    def at(self, pos: int) -> np.ndarray:
+        """Byte at offset ``pos`` (|pos| < 32) from each string's start (negative: from its end).
+
+        Positions past a string read the next string or the zero padding; callers check lengths.
+        """
+        return self.data[(self.start if pos >= 0 else self.end) + pos]
+
+    def find(self, ch: str) -> np.ndarray:
+        """Offset of the first ``ch`` in each string, -1 where there is none."""
+        return self.find_all(ch)[0]
+
+    def find_all(self, chars: str) -> list[np.ndarray]:
+        """:meth:`find` for each character of ``chars``, in one pass over the bytes."""
+        data = self.data[: len(self.data) - 32]
+        special = np.zeros(len(data), bool)
+        for c in chars:
+            special |= data == ord(c)
+        hits = np.flatnonzero(special)
+        found = data[hits]
+        n = len(self.len)
+        # row of each hit: the byte offsets are sorted, so a repeat of row numbers maps bytes to rows
+        rows_all = np.repeat(np.arange(n, dtype=np.int32), self.len)[hits - int(self.start[0] if n else 0)]
+        result = []
+        for c in chars:
+            sel = found == ord(c)
+            pos, rows = hits[sel], rows_all[sel]
+            out = np.full(n, -1, np.int64)
+            out[rows[::-1]] = pos[::-1] - self.start[rows[::-1]]  # reversed: the first hit wins
+            result.append(out)
+        return result
+
+    def slice(self, b: np.ndarray | int, e: np.ndarray | int, keep: np.ndarray) -> pa.Array:
+        """Substrings [b, e) of each string where ``keep``, null elsewhere."""
+        n = len(self.len)
+        b = np.broadcast_to(b, (n,))
+        lengths = np.where(keep, np.broadcast_to(e, (n,)) - b, 0)
+        off = np.zeros(n + 1, np.int64)
+        np.cumsum(lengths, out=off[1:])
+        idx = np.repeat(self.start + b - off[:-1], lengths)
+        idx += np.arange(off[-1], dtype=np.int64)
+        validity = pa.py_buffer(np.packbits(keep, bitorder="little"))
+        return pa.LargeStringArray.from_buffers(n, pa.py_buffer(off), pa.py_buffer(self.data[idx]), validity,
+                                               int(n - np.count_nonzero(keep)))
+
+
+def _int_or_null(arr: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Digits → int64; blank and anything else → null."""
+    if pa.types.is_integer(arr.type):
+        return arr
+    try:
+        return pc.cast(arr, pa.int64())
+    except pa.ArrowInvalid:
+        digits = pc.match_substring_regex(arr, r"^\d+$")
+        return pc.cast(pc.if_else(digits, arr, pa.scalar(None, arr.type)), pa.int64())
+
+
+def _na_series(dtype: Any, n: int) -> pd.Series:
+    """An all-missing column of ``dtype`` without building a Python list."""
+    name = str(dtype)
+    if name == "string":
+        return _str_series(pa.nulls(n, pa.large_string()))
+    if name == "Int64":
+        return pd.Series(pd.arrays.IntegerArray(np.zeros(n, np.int64), np.ones(n, bool)), copy=False)
+    if name == "category":
+        cats = dtype.categories if isinstance(dtype, pd.CategoricalDtype) and dtype.categories is not None else []
+        return pd.Series(pd.Categorical.from_codes(np.full(n, -1), categories=cats), copy=False)
+    if name.startswith("datetime64"):
+        return pd.Series(np.full(n, np.datetime64("NaT"), "datetime64[ns]")).dt.tz_localize("UTC")
+    return pd.Series(np.full(n, np.timedelta64("NaT"), "timedelta64[ns]"))
+
+
+def _assemble(out: dict[str, pd.Series], n: int) -> pd.DataFrame:
+    """The schema's columns in order, from ``out`` (already in the schema's dtypes) or all-missing."""
+    cols = {}
+    for name, dtype in COLUMNS.items():
+        col = out.get(name)
+        if col is None:
+            col = _na_series(dtype, n)
+        elif str(col.dtype) != str(dtype):
+            col = col.astype(dtype)
+        cols[name] = col
+    return pd.DataFrame(cols, copy=False)
+
+
+def _parse_times(arr: pa.ChunkedArray, tz: str) -> pa.Array:
+    """``YYYY-MM-DDTHH:MM:SS`` (or epoch seconds); Unknown/None/blank → null; as timestamp[ns, UTC]."""
+    a = arr.combine_chunks()
+    length = pc.binary_length(a)
+    iso = pc.equal(length, 19)
+    try:
+        all_iso = pc.all(iso).as_py() and not a.null_count
+        ts = pc.cast(a if all_iso else pc.if_else(iso, a, pa.scalar(None, a.type)), pa.timestamp("s"))
+    except pa.ArrowInvalid:  # 19 characters but not a time: null it, value by value
+        ts = pc.strptime(a, format=_SACCT_TIME_FMT, unit="s", error_is_null=True)
+    odd = pc.and_(pc.is_null(ts), pc.invert(pc.is_in(length, value_set=pa.array([4, 7], pa.int32()))))
+    if pc.any(odd).as_py():  # epoch seconds (SLURM_TIME_FORMAT=%s)
+        ts = pc.coalesce(ts, pc.cast(_int_or_null(pc.if_else(odd, a, pa.scalar(None, a.type))), pa.timestamp("s")))
+    ts = ts.cast(pa.timestamp("ns"))
+    if tz != "UTC":
+        ts = pc.assume_timezone(ts, tz, ambiguous="earliest", nonexistent="earliest")
+    return ts.cast(pa.timestamp("ns", tz="UTC"))
+
+
+def _durations_ns(arr: pa.ChunkedArray) -> pa.Array:
+    """``[D-]HH:MM:SS`` / ``MM:SS.mmm`` → duration[ns]; anything else (UNLIMITED, blank) → null."""
+    t = _Bytes(arr)
+    L = t.len
+    windows = np.lib.stride_tricks.sliding_window_view(t.data, 9)
+    # the last 9 bytes of each string, one row gather, transposed so each position is contiguous:
+    # tail[9 - k] is the k-th byte from the end
+    tail = np.ascontiguousarray(windows[t.end - 9].T)
+    d = tail.astype(np.int32) - 48
+
+    def two(k: int) -> np.ndarray:  # two digits ending k bytes before the end
+        return np.asarray(d[8 - k] * 10 + d[9 - k])
+
+    def digits_at(*rows: int) -> np.ndarray:
+        ok = np.ones(len(L), bool)
+        for r in rows:
+            ok &= (tail[r] - np.uint8(48)) <= 9
+        return ok
+
+    both = digits_at(1, 4, 7, 8)
+    is_ms = t.valid & (L == 9) & (tail[5] == 46) & (tail[2] == 58) & both & digits_at(0, 3, 6)
+    is_hms = (t.valid & (L >= 8) & (tail[6] == 58) & (tail[3] == 58) & ((L == 8) | (tail[0] == 45))
+              & both & digits_at(2, 5))
+    long = is_hms & (L > 8)
+    days = np.zeros(len(L), np.int64)
+    if long.any():
+        try:
+            days[long] = np.asarray(pc.cast(t.slice(0, L - 9, long).filter(pa.array(long)), pa.int64()))
+        except pa.ArrowInvalid:
+            is_hms &= ~long
+    ns_ms = (two(8) * 60 + two(5)).astype(np.int64) * 1_000_000_000 + (d[6] * 100 + two(1)) * 1_000_000
+    ns_hms = (days * 86400 + (two(7) * 3600 + two(4) * 60 + two(1))) * 1_000_000_000
+    ok = is_ms | is_hms
+    vals = np.where(is_ms, ns_ms, np.where(is_hms, ns_hms, 0))
+    mask = ~ok
+    rest = t.valid & ~ok
+    if rest.any():  # other spellings ([MM:]SS, fractions elsewhere): the scalar parser, once per distinct value
+        other = _spread(_encoded(t.arr.filter(pa.array(rest))), fs.parse_duration, pa.float64())
+        vals[rest] = np.asarray(pc.fill_null(pc.cast(pc.round(pc.multiply(other, 1e9)), pa.int64()), 0))
+        mask[rest] = other.is_null().to_numpy(zero_copy_only=False)
+    return pa.array(vals, pa.int64(), mask=mask).cast(pa.duration("ns"))
+
+
+_FACTOR_BY_BYTE = np.ones(256)
+for _unit, _factor in fs.UNIT_FACTORS.items():
+    if _unit:
+        _FACTOR_BY_BYTE[ord(_unit)] = float(_factor)
+
+
+def _memory_bytes(arr: pa.ChunkedArray) -> pa.Array:
+    """``1294440K``/``16G``/``0``/``891.26M`` → bytes (int64); ``16?``/blank → null."""
+    t = _Bytes(arr)
+    factor = np.where(t.valid, _FACTOR_BY_BYTE[t.at(-1)], 1.0)
+    try:
+        value = pc.cast(pc.utf8_rtrim(t.arr, characters="KMGTPE"), pa.float64())
+    except pa.ArrowInvalid:  # junk such as "16?": the scalar parser, once per distinct value
+        return _spread(_encoded(arr), lambda v: fs.parse_memory(v).bytes, pa.int64())
+    return pc.cast(pc.round(pc.multiply(value, pa.array(factor))), pa.int64())
+
+
+def _seconds_to_duration(arr: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if pa.types.is_integer(arr.type):
+        return pc.cast(pc.multiply(pc.cast(arr, pa.int64()), 1_000_000_000), pa.duration("ns"))
+    ns = pc.round(pc.multiply(pc.cast(arr, pa.float64()), 1e9))
+    return pc.cast(pc.cast(ns, pa.int64()), pa.duration("ns"))
+
+
+Columns = dict[str, pa.ChunkedArray]
+
+
+def _encoded(arr: pa.ChunkedArray) -> tuple[pa.Array, list[Any]]:
+    """Dictionary-encode: (indices with nulls pointing one past the end, distinct values)."""
+    enc = (arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr).dictionary_encode()
+    values = enc.dictionary.to_pylist()
+    return pc.fill_null(enc.indices, len(values)), values
+
+
+def _spread(encoded: tuple[pa.Array, list[Any]], fn: Callable[[Any], Any], typ: pa.DataType) -> pa.Array:
+    """``fn`` applied once per distinct value (and once to ``None``), spread back over the rows."""
+    idx, values = encoded
+    return pa.array([fn(v) for v in values] + [fn(None)], type=typ).take(idx)
+
+
+def _ids(col: Columns, tz: str) -> dict[str, pd.Series]:
+    """JobID: ``123``, ``123_4``, ``123_[5-9%2]``, ``123+1``, each optionally ``.step``."""
+    out: dict[str, pd.Series] = {}
+    jt = _Bytes(col["jobid"])
+    L = jt.len
+    dot, us, plus, lb, rb = jt.find_all("._+[]")
+    job_len = np.where(dot >= 0, dot, L)
+    plus = np.where(plus < job_len, plus, -1)  # a '+' after the dot is a truncated step name
+    base_end = np.minimum.reduce([np.where(us >= 0, us, job_len), np.where(plus >= 0, plus, job_len), job_len])
+    is_spec = (us >= 0) & (lb == us + 1) & (rb > lb)
+    is_task = (us >= 0) & ~is_spec
+    is_het = plus >= 0
+    bad = ~jt.valid | (jt.at(0) - np.uint8(48) > 9) | (base_end < 1) | ((dot >= 0) & (dot + 1 >= L))
+    try:
+        task = pc.cast(jt.slice(us + 1, np.where(is_het, plus, job_len), is_task), pa.int64())
+        het = pc.cast(jt.slice(plus + 1, job_len, is_het), pa.int64())
+    except pa.ArrowInvalid:
+        bad |= True
+    if bad.any():
+        rows = [v for v in jt.arr.filter(pa.array(bad)).to_pylist() if v is None or not fs._JOB_ID_RE.match(v)]
+        raise SchedulerOutputError(f"not a Slurm job id in sacct output: {(rows or ['?'])[0]!r}")
+    is_step = dot >= 0
+    any_dot = bool(is_step.any())
+    job = jt.slice(0, job_len, jt.valid) if any_dot else jt.arr
+    out["job_id"] = _str_series(job)
+    out["array_job_id"] = _str_series(jt.slice(0, base_end, is_task | is_spec))
+    out["array_task_id"] = _int_series(task)
+    out["array_task_spec"] = _str_series(jt.slice(lb + 1, rb, is_spec))
+    out["het_offset"] = _int_series(het)
+    out["step"] = _str_series(jt.slice(dot + 1, L, is_step))
+    return out
+
+
+def _raw_ids_and_rss(col: Columns, tz: str) -> dict[str, pd.Series]:
+    """JobIDRaw (without the step) and MaxRSS, a job row taking the max over its steps when it has none."""
+    out: dict[str, pd.Series] = {}
+    is_step = np.asarray(pc.fill_null(pc.greater_equal(pc.find_substring(col["jobid"], "."), 0), False))
+    job_key: Any = col["jobid"]
+    if "jobidraw" in col:
+        rt = _Bytes(col["jobidraw"])
+        rdot = rt.find(".")
+        raw = rt.slice(0, np.where(rdot >= 0, rdot, rt.len), rt.valid) if (rdot >= 0).any() else rt.arr
+        out["job_id_raw"] = _str_series(raw)
+        job_key = _int_or_null(raw)
+    if "maxrss" in col:
+        rss = _memory_bytes(col["maxrss"])
+        if is_step.any():
+            if "jobidraw" not in col:  # key by the job part of JobID
+                jt = _Bytes(col["jobid"])
+                dot = jt.find(".")
+                job_key = jt.slice(0, np.where(dot >= 0, dot, jt.len), jt.valid)
+            rss = _fill_job_max(rss, job_key, is_step)
+        out["max_rss_bytes"] = _int_series(rss)
+    return out
+
+
+def _fill_job_max(values: pa.Array, key: pa.Array, is_step: np.ndarray) -> pa.Array:
+    """Job rows lacking a value get the max over their steps (rows with the same key).
+
+    sacct prints each job row followed by its steps; when the rows are in that order (checked),
+    the max is one ``reduceat`` over the segments; otherwise a hash group-by does it.
+    """
+    job_rows = np.flatnonzero(~is_step)
+    v = np.asarray(pc.fill_null(values, -1))
+    if len(job_rows) and job_rows[0] == 0:
+        parent = job_rows[np.cumsum(~is_step) - 1]
+        steps = np.flatnonzero(is_step)
+        step_keys, parent_keys = key.take(pa.array(steps)), key.take(pa.array(parent[steps]))
+        if pc.all(pc.equal(step_keys, parent_keys)).as_py() is not False:
+            best = np.maximum.reduceat(np.where(is_step, v, -1), job_rows)
+            filled = v.copy()
+            filled[job_rows] = np.where(v[job_rows] >= 0, v[job_rows], best)
+            return pa.array(filled, mask=filled < 0)
+    step_mask = pa.array(is_step)
+    per_job = pa.table({"k": key, "v": values}).filter(step_mask).group_by("k").aggregate([("v", "max")])
+    from_steps = per_job.column("v_max").take(pc.index_in(key, value_set=per_job.column("k")))
+    return pc.if_else(step_mask, values, pc.coalesce(values, from_steps))
+
+
+def _texts(col: Columns, tz: str) -> dict[str, pd.Series]:
+    """Free text, categorical names, and the hpcjobs tag in Comment."""
+    out: dict[str, pd.Series] = {}
+    for field, name in (("jobname", "job_name"), ("nodelist", "node_list"), ("comment", "comment")):
+        if field in col:
+            out[name] = _str_series(col[field])
+    for field, name in (("user", "user"), ("account", "account"), ("partition", "partition"),
+                        ("qos", "qos"), ("cluster", "cluster")):
+        if field in col:
+            out[name] = _category_series(col[field])
+    if "comment" in col:  # the tag (hpcjobs.states.parse_job_tag), once per distinct comment
+        enc = _encoded(col["comment"])
+        tags = {v: tag for v in enc[1] if (tag := st.parse_job_tag(v)) is not None}
+        out["sweep_id"] = _category_series(_spread(enc, lambda v: tags[v].sweep_id if v in tags else None,
+                                                   pa.string()))
+        out["chunk"] = _int_series(_spread(enc, lambda v: tags[v].chunk if v in tags else None, pa.int64()))
+    return out
+
+
+def _states(col: Columns, tz: str) -> dict[str, pd.Series]:
+    """State (normalised and raw) and ExitCode, once per distinct value."""
+    out: dict[str, pd.Series] = {}
+    if "state" in col:
+        out["state_raw"] = _str_series(col["state"])
+        codes = _spread(_encoded(col["state"]), lambda v: _STATE_CODES[fs.normalize_state(v)], pa.int8())
+        out["state"] = pd.Series(pd.Categorical.from_codes(codes.to_numpy(), dtype=COLUMNS["state"]))
+    if "exitcode" in col:
+        enc = _encoded(col["exitcode"])
+        out["exit_code"] = _int_series(_spread(enc, lambda v: fs.parse_exit_code(v)[0], pa.int64()))
+        out["exit_signal"] = _int_series(_spread(enc, lambda v: fs.parse_exit_code(v)[1], pa.int64()))
+    return out
+
+
+def _times(col: Columns, tz: str) -> dict[str, pd.Series]:
+    """Submit/Eligible/Start/End and the wait (start − eligible, or − submit when eligible is unknown)."""
+    out: dict[str, pd.Series] = {}
+    times = {}
+    for field, name in (("submit", "submit_time"), ("eligible", "eligible_time"), ("start", "start_time"),
+                        ("end", "end_time")):
+        if field in col:
+            times[name] = _parse_times(col[field], tz)
+            out[name] = pd.Series(times[name].to_pandas(), copy=False)
+    refs = [times[k] for k in ("eligible_time", "submit_time") if k in times]
+    if "start_time" in times and refs:
+        ref = pc.coalesce(*refs) if len(refs) > 1 else refs[0]
+        out["wait"] = pd.Series(pc.subtract(times["start_time"], ref).to_pandas(), copy=False)
+    return out
+
+
+def _durations(col: Columns, tz: str) -> dict[str, pd.Series]:
+    """Elapsed (ElapsedRaw seconds preferred), Timelimit (TimelimitRaw minutes preferred), TotalCPU."""
+    out: dict[str, pd.Series] = {}
+    if "elapsedraw" in col:
+        out["elapsed"] = pd.Series(_seconds_to_duration(_int_or_null(col["elapsedraw"])).to_pandas())
+    elif "elapsed" in col:
+        out["elapsed"] = pd.Series(_durations_ns(col["elapsed"]).to_pandas())
+    if "timelimitraw" in col:
+        minutes = _int_or_null(col["timelimitraw"])
+        out["time_limit"] = pd.Series(_seconds_to_duration(pc.multiply(minutes, 60)).to_pandas())
+    elif "timelimit" in col:
+        secs = _spread(_encoded(col["timelimit"]), fs.parse_duration, pa.float64())
+        out["time_limit"] = pd.Series(_seconds_to_duration(secs).to_pandas())
+    if "totalcpu" in col:
+        out["cpu_time"] = pd.Series(_durations_ns(col["totalcpu"]).to_pandas())
+    return out
+
+
+def _resources(col: Columns, tz: str) -> dict[str, pd.Series]:
+    """CPUs, nodes, GPUs (count, type) and requested memory: allocated, else requested."""
+    out: dict[str, pd.Series] = {}
+    summaries: dict[str, tuple[pa.Array, list[fs.TresSummary]]] = {}
+
+    def tres(field: str, attr: str, typ: pa.DataType = _INT64) -> pa.Array | None:
+        if field not in col:
+            return None
+        if field not in summaries:
+            idx, values = _encoded(col[field])
+            summaries[field] = (idx, [fs.summarize_tres(v) for v in values] + [fs.TresSummary()])
+        idx, found = summaries[field]
+        return pa.array([getattr(x, attr) for x in found], type=typ).take(idx)
+
+    def first(*arrays: Any) -> Any:
+        present = [a for a in arrays if a is not None]
+        return pc.coalesce(*present) if len(present) > 1 else (present[0] if present else None)
+
+    def count(field: str) -> pa.ChunkedArray | None:  # 0 (pending, interim rows) means not known yet
+        if field not in col:
+            return None
+        value = _int_or_null(col[field])
+        return pc.if_else(pc.equal(value, 0), pa.scalar(None, pa.int64()), value)
+
+    cpus = first(count("alloccpus"), tres("alloctres", "cpus"), count("ncpus"), tres("reqtres", "cpus"),
+                 count("reqcpus"))
+    nodes = first(count("nnodes"), tres("alloctres", "nodes"), tres("reqtres", "nodes"))
+    gpus = first(tres("alloctres", "gpus"), tres("reqtres", "gpus"))
+    gpu_type = first(tres("alloctres", "gpu_type", pa.string()), tres("reqtres", "gpu_type", pa.string()))
+    for name, arr in (("cpus", cpus), ("nodes", nodes), ("gpus", gpus)):
+        if arr is not None:
+            out[name] = _int_series(arr)
+    if gpu_type is not None:
+        out["gpu_type"] = _category_series(gpu_type)
+    req_mem = None
+    if "reqmem" in col:  # whole job since 21.08; before: per CPU (Mc) or per node (Mn)
+        enc = _encoded(col["reqmem"])
+        mem = _spread(enc, lambda v: fs.parse_memory(v).bytes, pa.int64())
+        per = _spread(enc, lambda v: {"cpu": 1, "node": 2}.get(fs.parse_memory(v).per or "", 0), pa.int8())
+        if pc.any(pc.not_equal(per, 0)).as_py():
+            one = pa.scalar(1, pa.int64())
+            per_cpu = pc.coalesce(cpus, one) if cpus is not None else one
+            per_node = pc.coalesce(nodes, one) if nodes is not None else one
+            mem = pc.multiply(mem, pc.if_else(pc.equal(per, 1), per_cpu, pc.if_else(pc.equal(per, 2), per_node, one)))
+        req_mem = mem
+    req_mem = first(req_mem, tres("reqtres", "mem_bytes"))
+    if req_mem is not None:
+        out["req_mem_bytes"] = _int_series(req_mem)
+    return out
+
+
+#: The column groups, each ``(columns, tz) -> {schema column: Series}``, independent of each other.
+COLUMN_GROUPS: tuple[Callable[[Columns, str], dict[str, pd.Series]], ...] = (
+    _ids, _raw_ids_and_rss, _texts, _states, _times, _durations, _resources,
+)
+
+
+def assemble_frame(out: dict[str, pd.Series], n: int) -> pd.DataFrame:
+    """The schema's columns in order, from ``out`` (already in the schema's dtypes) or all-missing.
+
+    Args:
+        out: Finished columns by schema name.
+        n: Number of rows.
+
+    Returns:
+        A DataFrame conforming to :mod:`hpcjobs.accounting.schema`.
+    """
+    return _assemble(out, n)
