@@ -5,8 +5,11 @@ Formats follow ``shared/notes/pbs-formats.md`` and the real samples in ``shared/
 * job ids ``1234.server``, arrays ``1234[].server``, subjobs ``1234[7].server``, bare ``1234``;
 * ``qstat -f`` text (TAB or 8-space continuation lines joined with no separator, raw-newline values);
 * ``qstat -f -F json`` (``Jobs`` absent when empty, numbers inferred, invalid JSON from old servers);
-* ``Exit_status`` conventions (0, 1-255, 256+signal, negative ``JOB_EXEC_*`` codes);
-* accounting lines ``MM/DD/YYYY HH:MM:SS;T;id;key=value key="quoted value" ...``.
+* ``Exit_status`` conventions (0, 1-255, 256+signal, negative ``JOB_EXEC_*`` codes).
+
+The accounting line parser and the value helpers (sizes, durations, times, resource specs) live in
+:mod:`hpcjobs.formats.pbs_accounting`, the ``qstat``/``qdel`` error classification in
+:mod:`hpcjobs.formats.pbs_errors`; both are re-exported here.
 
 Torque shares most of this; :mod:`hpcjobs.formats.torque` adds what differs.
 """
@@ -16,13 +19,32 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timezone, tzinfo
+from dataclasses import dataclass
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from hpcjobs import states
 from hpcjobs.errors import SchedulerOutputError
+from hpcjobs.formats.pbs_accounting import AccountingRecord as AccountingRecord
+from hpcjobs.formats.pbs_accounting import as_int as as_int
+from hpcjobs.formats.pbs_accounting import as_text as as_text
+from hpcjobs.formats.pbs_accounting import iter_accounting_records as iter_accounting_records
+from hpcjobs.formats.pbs_accounting import localize as localize
+from hpcjobs.formats.pbs_accounting import parse_accounting_line as parse_accounting_line
+from hpcjobs.formats.pbs_accounting import parse_duration as parse_duration
+from hpcjobs.formats.pbs_accounting import parse_exec_host as parse_exec_host
+from hpcjobs.formats.pbs_accounting import parse_nodes_spec as parse_nodes_spec
+from hpcjobs.formats.pbs_accounting import parse_pbs_time as parse_pbs_time
+from hpcjobs.formats.pbs_accounting import parse_select as parse_select
+from hpcjobs.formats.pbs_accounting import parse_size as parse_size
+from hpcjobs.formats.pbs_accounting import select_totals as select_totals
+from hpcjobs.formats.pbs_errors import BAD_JOB_ID as BAD_JOB_ID
+from hpcjobs.formats.pbs_errors import JOB_FINISHED as JOB_FINISHED
+from hpcjobs.formats.pbs_errors import OTHER_ERROR as OTHER_ERROR
+from hpcjobs.formats.pbs_errors import UNKNOWN_JOB as UNKNOWN_JOB
+from hpcjobs.formats.pbs_errors import PbsCommandError as PbsCommandError
+from hpcjobs.formats.pbs_errors import classify_error_line as classify_error_line
+from hpcjobs.formats.pbs_errors import is_unknown_job_error as is_unknown_job_error
+from hpcjobs.formats.pbs_errors import parse_error_lines as parse_error_lines
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.states import parse_job_tag
 
@@ -129,178 +151,6 @@ def parse_qsub_output(stdout: str) -> str:
         if _JOB_ID_RE.match(line.strip()):
             return line.strip()
     raise SchedulerOutputError(f"qsub printed no job id: {stdout!r}")
-
-
-# --------------------------------------------------------------------------- values
-
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgtp]?)([bw]?)\s*$", re.IGNORECASE)
-_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50}
-
-
-def parse_size(value: object) -> int | None:
-    """Bytes from a PBS size: ``30b``, ``13378420kb``, ``10GB``, ``2mw`` (words = 8 bytes); bare = bytes.
-
-    Returns ``None`` for empty or unparseable values.
-    """
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    m = _SIZE_RE.match(str(value))
-    if not m:
-        return None
-    n = int(m[1]) << _SHIFT[m[2].lower()]
-    return n * 8 if m[3].lower() == "w" else n
-
-
-def parse_duration(value: object) -> int | None:
-    """Seconds from ``HH:MM:SS`` (hours unbounded: ``4090:56:03``), ``MM:SS`` or plain seconds."""
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return int(value)
-    text = str(value).strip()
-    if not text:
-        return None
-    try:
-        parts = [float(p) for p in text.split(":")]
-    except ValueError:
-        return None
-    if len(parts) > 3 or any(p < 0 for p in parts):
-        return None
-    total = 0.0
-    for p in parts:
-        total = total * 60 + p
-    return round(total)
-
-
-def _resolve_tz(tz: tzinfo | str | None) -> tzinfo | None:
-    return ZoneInfo(tz) if isinstance(tz, str) else tz
-
-
-def localize(naive: datetime, tz: tzinfo | str | None = None) -> datetime:
-    """Interpret a naive local time in ``tz`` (``None`` = this machine's zone) and return it in UTC.
-
-    Ambiguous wall times (the repeated hour when DST ends) resolve to the first occurrence.
-    """
-    zone = _resolve_tz(tz)
-    if zone is None:
-        return naive.astimezone(timezone.utc)
-    return naive.replace(tzinfo=zone).astimezone(timezone.utc)
-
-
-def parse_pbs_time(value: object, tz: tzinfo | str | None = None) -> datetime | None:
-    """A UTC datetime from an epoch (``1743440355``, as in JSON/XML/accounting) or a C ``ctime()``
-    string (``Tue Oct  4 21:23:20 2022``, printed by qstat in the client's local time zone ``tz``).
-    """
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value, tz=timezone.utc) if value > 0 else None
-    text = str(value).strip()
-    if text.isdigit():
-        n = int(text)
-        return datetime.fromtimestamp(n, tz=timezone.utc) if n > 0 else None
-    try:
-        naive = datetime.strptime(text, "%a %b %d %H:%M:%S %Y")
-    except ValueError:
-        return None
-    return localize(naive, tz)
-
-
-def parse_select(select: str) -> list[dict[str, str | int]]:
-    """Chunks of ``2:ncpus=8:mem=16gb+1:ncpus=4`` → ``[{"count": 2, "ncpus": "8", "mem": "16gb"}, ...]``."""
-    chunks: list[dict[str, str | int]] = []
-    for part in str(select).split("+"):
-        if not part.strip():
-            continue
-        chunk: dict[str, str | int] = {"count": 1}
-        for i, item in enumerate(part.strip().split(":")):
-            if "=" in item:
-                k, v = item.split("=", 1)
-                chunk[k] = v
-            elif i == 0 and item.isdigit():
-                chunk["count"] = int(item)
-        chunks.append(chunk)
-    return chunks
-
-
-def select_totals(select: str) -> dict[str, int]:
-    """Totals over a ``select`` spec: ``chunks``, ``ncpus``, ``ngpus``, ``mpiprocs`` and ``mem`` (bytes).
-
-    Only resources some chunk names are returned (``chunks`` always).
-    """
-    totals: dict[str, int] = {"chunks": 0}
-    for chunk in parse_select(select):
-        n = int(chunk["count"])
-        totals["chunks"] += n
-        for res in ("ncpus", "ngpus", "mpiprocs", "mem"):
-            if res in chunk:
-                v = parse_size(chunk[res]) if res == "mem" else as_int(chunk[res])
-                if v is not None:
-                    totals[res] = totals.get(res, 0) + n * v
-    return totals
-
-
-def parse_nodes_spec(spec: str) -> dict[str, int]:
-    """Totals of a Torque/PBS ``nodes`` spec: ``4:ppn=24:gpus=2``, ``node1:ppn=2+node2:ppn=2``.
-
-    Returns ``{"nodes": N, "cpus": sum(count*ppn), "gpus": sum(count*gpus)}`` (ppn defaults to 1).
-    """
-    nodes = cpus = gpus = 0
-    for part in str(spec).split("+"):
-        items = part.strip().split(":")
-        if not items or not items[0]:
-            continue
-        count = int(items[0]) if items[0].isdigit() else 1
-        props = dict(i.split("=", 1) for i in items[1:] if "=" in i)
-        nodes += count
-        cpus += count * (as_int(props.get("ppn")) or 1)
-        gpus += count * (as_int(props.get("gpus")) or 0)
-    return {"nodes": nodes, "cpus": cpus, "gpus": gpus}
-
-
-def parse_exec_host(exec_host: str) -> dict[str, int]:
-    """Host → CPU slots from ``exec_host``: PBS ``c1/0*13+c2/0*13`` (``*C`` omitted when 1),
-    Torque ``n1/0-23+n2/0-23``, ``h/0,1``, ``n404/2+n404/3`` (same host summed), in order of appearance.
-    """
-    hosts: dict[str, int] = {}
-    for item in str(exec_host).split("+"):
-        item = item.strip()
-        if not item:
-            continue
-        host, _, spec = item.partition("/")
-        if "*" in spec:
-            n = as_int(spec.split("*", 1)[1]) or 1
-        else:
-            n = 0
-            for piece in spec.split(","):
-                lo, _, hi = piece.partition("-")
-                n += (int(hi) - int(lo) + 1) if hi.isdigit() and lo.isdigit() else 1
-            n = max(n, 1)
-        hosts[host] = hosts.get(host, 0) + n
-    return hosts
-
-
-def as_int(value: object) -> int | None:
-    """An int from an int or decimal text, else ``None``."""
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        return None
-
-
-def as_text(value: object) -> str | None:
-    """A scalar attribute as text (JSON may have inferred a number for a numeric job name)."""
-    if value is None:
-        return None
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 # --------------------------------------------------------------------------- qstat -f text
@@ -649,106 +499,3 @@ def parse_qstat_json_status(stdout: str) -> list[JobStatus]:
 def parse_qstat_text_status(stdout: str) -> list[JobStatus]:
     """Job statuses from ``qstat -x -f -t`` text output."""
     return [job_status_from_attrs(jid, attrs) for jid, attrs in parse_qstat_full(stdout).items()]
-
-
-# --------------------------------------------------------------------------- qstat / qdel errors
-
-UNKNOWN_JOB = "unknown_job"
-JOB_FINISHED = "job_finished"
-BAD_JOB_ID = "bad_job_id"
-OTHER_ERROR = "other"
-
-_ERROR_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (UNKNOWN_JOB, re.compile(r"^\w+: Unknown Job Id(?: Error)? (?P<id>\S+)\s*$")),
-    (JOB_FINISHED, re.compile(r"^\w+: (?P<id>\S+) Job has finished, use -x or -H")),
-    (BAD_JOB_ID, re.compile(r"^\w+: illegally formed job identifier: (?P<id>\S+)\s*$")),
-)
-
-
-@dataclass(frozen=True)
-class PbsCommandError:
-    """One error line of ``qstat``/``qdel``: its kind (``unknown_job``, ``job_finished``, ``bad_job_id``
-    or ``other``), the job id it names, and the line itself."""
-
-    kind: str
-    job_id: str | None
-    line: str
-
-
-def classify_error_line(line: str) -> PbsCommandError:
-    """Classify one stderr line: ``qstat: Unknown Job Id 123.srv`` (Torque: ``... Id Error 123.srv``),
-    ``qstat: 123.srv Job has finished, use -x or -H ...``, ``qdel: illegally formed job identifier: x``."""
-    text = line.strip()
-    for kind, pattern in _ERROR_PATTERNS:
-        m = pattern.match(text)
-        if m:
-            return PbsCommandError(kind, m["id"], text)
-    return PbsCommandError(OTHER_ERROR, None, text)
-
-
-def parse_error_lines(stderr: str) -> list[PbsCommandError]:
-    """Every non-empty stderr line, classified."""
-    return [classify_error_line(line) for line in stderr.splitlines() if line.strip()]
-
-
-def is_unknown_job_error(stderr: str) -> bool:
-    """True when stderr holds only "unknown job" errors (the jobs are gone; nothing else went wrong)."""
-    errors = parse_error_lines(stderr)
-    return bool(errors) and all(e.kind == UNKNOWN_JOB for e in errors)
-
-
-# --------------------------------------------------------------------------- accounting lines
-
-_ACCT_LINE_RE = re.compile(r"^(\d{2})/(\d{2})/(\d{4}) (\d{2}):(\d{2}):(\d{2});([A-Za-z]);([^;]*);(.*)$")
-_KV_RE = re.compile(r"""([^\s=]+)=("[^"]*"|'[^']*'|\S*)""")
-
-
-@dataclass(frozen=True)
-class AccountingRecord:
-    """One accounting log line.
-
-    Attributes:
-        time: The record's time stamp as written: naive, in the server's local time.
-        record_type: ``Q S s E R D A M a ...`` (notes §3.1).
-        job_id: The id field (a job, array, subjob or reservation id, or ``license``).
-        message: The raw message.
-        attrs: ``key=value`` pairs of the message, quotes removed.
-    """
-
-    time: datetime
-    record_type: str
-    job_id: str
-    message: str
-    attrs: dict[str, str] = field(default_factory=dict)
-
-
-def parse_accounting_line(line: str) -> AccountingRecord | None:
-    """Parse ``MM/DD/YYYY HH:MM:SS;T;id;key=value key="quoted value" ...``; ``None`` if not a record.
-
-    The message is split at most three ``;`` deep (it may hold ``;``), then tokenised so that
-    ``key="a b"`` and ``key='a "b"'`` keep their spaces.
-    """
-    m = _ACCT_LINE_RE.match(line.rstrip("\r\n"))
-    if not m:
-        return None
-    mo, d, y, hh, mi, ss = (int(m[i]) for i in range(1, 7))
-    try:
-        when = datetime(y, mo, d, hh, mi, ss)
-    except ValueError:
-        return None
-    message = m[9]
-    attrs = {}
-    for kv in _KV_RE.finditer(message):
-        v = kv[2]
-        if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'":
-            v = v[1:-1]
-        attrs[kv[1]] = v
-    return AccountingRecord(when, m[7], m[8], message, attrs)
-
-
-def iter_accounting_records(lines: Iterable[str]) -> Iterable[AccountingRecord]:
-    """The records of an accounting log, skipping lines that are not records."""
-    for line in lines:
-        rec = parse_accounting_line(line)
-        if rec is not None:
-            yield rec

@@ -1,0 +1,324 @@
+"""What the sweep ledger stores: its SQL schema, constants, records and database connection.
+
+Split out of :mod:`hpcjobs.sweep.ledger` (which re-exports every public name here); the
+:class:`hpcjobs.sweep.ledger.Ledger` class itself lives there.
+
+**Schema** (``schema_version`` 1):
+
+- ``sweep``: one row: ``sweep_id``, ``created_at``/``updated_at`` (Unix seconds),
+  ``experiment_path``, ``experiment_sha256`` (of the file's text), ``site``, ``scheduler``,
+  ``n_points``, ``extra_json`` (the submitter's own settings).
+- ``points``: ``point_id`` (key), ``idx`` (expansion index), ``params_json``, ``state``,
+  ``attempt`` (1, +1 per resubmission), ``submission_token``, ``chunk``, ``array_job_id``,
+  ``array_index``, ``job_id`` (the task's own id once a status poll reports it), ``state_raw``,
+  ``exit_code``, ``updated_at``.
+- ``submissions``: one row per attempt to submit a chunk: ``token`` (key), ``chunk``, ``state``
+  (``submitting`` → ``submitted`` | ``failed`` | ``unknown``; ``unknown`` → ``submitted`` |
+  ``failed``), ``is_array``, ``first_index``, ``n_points``, ``job_id``, ``argv_json``,
+  ``stderr``, ``created_at``, ``updated_at``.
+- ``submission_points``: which points (with their array index and attempt) each submission carried.
+- ``point_attempts``: the final record of each earlier attempt of a resubmitted point.
+
+Point states: ``PLANNED`` (never submitted, or released after a failed submission),
+``SUBMITTING`` (in a submission not yet resolved), ``SUBMITTED`` (accepted, no status yet), then
+the normalised scheduler states of :mod:`hpcjobs.states`, and ``REMOVED`` (dropped from the sweep
+by a forced re-plan before it was ever submitted).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from hpcjobs.errors import LedgerError
+from hpcjobs.states import ALL_STATES
+
+__all__ = [
+    "LEDGER_FILE", "PLANNED", "POINT_STATES", "REMOVED", "SCHEMA_VERSION", "SUBMITTED", "SUBMITTING", "SUB_FAILED",
+    "SUB_SUBMITTED", "SUB_SUBMITTING", "SUB_UNKNOWN", "UNRESOLVED", "PointLike", "PointRecord", "Submission",
+    "SweepMeta", "choose_journal_mode", "experiment_sha256", "new_token",
+]
+
+SCHEMA_VERSION = 1
+LEDGER_FILE = "ledger.sqlite"
+
+PLANNED = "PLANNED"
+SUBMITTING = "SUBMITTING"
+SUBMITTED = "SUBMITTED"
+REMOVED = "REMOVED"
+#: Every point state, ledger-only ones first.
+POINT_STATES: tuple[str, ...] = (PLANNED, SUBMITTING, SUBMITTED, REMOVED, *ALL_STATES)
+
+SUB_SUBMITTING = "submitting"
+SUB_SUBMITTED = "submitted"
+SUB_FAILED = "failed"
+SUB_UNKNOWN = "unknown"
+UNRESOLVED = (SUB_SUBMITTING, SUB_UNKNOWN)
+
+_TOKEN_RE = re.compile(r"^[0-9a-f]{8,32}$")
+_SWEEP_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_NETWORK_FS = frozenset({"nfs", "nfs4", "lustre", "gpfs", "cifs", "smb3", "smbfs", "beegfs", "ceph", "fuse.sshfs",
+                         "9p", "afs", "glusterfs", "fuse.glusterfs", "panfs", "wekafs", "fuse.ceph"})
+
+_STATE_LIST = ", ".join(f"'{s}'" for s in POINT_STATES)
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS sweep (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  schema_version INTEGER NOT NULL,
+  sweep_id TEXT NOT NULL,
+  created_at REAL NOT NULL,
+  updated_at REAL NOT NULL,
+  experiment_path TEXT NOT NULL,
+  experiment_sha256 TEXT NOT NULL,
+  site TEXT NOT NULL,
+  scheduler TEXT NOT NULL,
+  n_points INTEGER NOT NULL,
+  extra_json TEXT NOT NULL DEFAULT '{{}}'
+);
+CREATE TABLE IF NOT EXISTS submissions (
+  token TEXT PRIMARY KEY,
+  chunk INTEGER NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('submitting', 'submitted', 'failed', 'unknown')),
+  is_array INTEGER NOT NULL,
+  first_index INTEGER NOT NULL,
+  n_points INTEGER NOT NULL,
+  job_id TEXT,
+  argv_json TEXT,
+  stderr TEXT,
+  created_at REAL NOT NULL,
+  updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS points (
+  point_id TEXT PRIMARY KEY,
+  idx INTEGER NOT NULL UNIQUE,
+  params_json TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ({_STATE_LIST})),
+  attempt INTEGER NOT NULL DEFAULT 1,
+  submission_token TEXT REFERENCES submissions(token),
+  chunk INTEGER,
+  array_job_id TEXT,
+  array_index INTEGER,
+  job_id TEXT,
+  state_raw TEXT,
+  exit_code INTEGER,
+  updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS points_state ON points(state);
+CREATE INDEX IF NOT EXISTS points_token ON points(submission_token);
+CREATE TABLE IF NOT EXISTS submission_points (
+  token TEXT NOT NULL REFERENCES submissions(token),
+  point_id TEXT NOT NULL REFERENCES points(point_id),
+  array_index INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  PRIMARY KEY (token, point_id)
+);
+CREATE INDEX IF NOT EXISTS submission_points_point ON submission_points(point_id);
+CREATE TABLE IF NOT EXISTS point_attempts (
+  point_id TEXT NOT NULL REFERENCES points(point_id),
+  attempt INTEGER NOT NULL,
+  submission_token TEXT,
+  chunk INTEGER,
+  array_job_id TEXT,
+  array_index INTEGER,
+  job_id TEXT,
+  state TEXT NOT NULL,
+  state_raw TEXT,
+  exit_code INTEGER,
+  recorded_at REAL NOT NULL,
+  PRIMARY KEY (point_id, attempt)
+);
+"""
+
+
+class PointLike(Protocol):
+    """What the ledger needs of a point (:class:`hpcjobs.sweep.expand.Point` has it)."""
+
+    index: int
+    point_id: str
+    params_json: str
+
+
+def new_token() -> str:
+    """A fresh random submission token (16 hex digits), for the job tag and :meth:`Ledger.plan_chunk`."""
+    return secrets.token_hex(8)
+
+
+def experiment_sha256(text: str | bytes) -> str:
+    """The SHA-256 (hex) of an experiment file's text, as stored in :class:`SweepMeta`."""
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
+
+
+@dataclass(frozen=True)
+class SweepMeta:
+    """What a sweep is: stored once when the ledger is created.
+
+    Attributes:
+        sweep_id: The sweep's id (letters, digits, ``_ . -``: it goes into job tags).
+        experiment_path: The experiment file the sweep came from.
+        experiment_sha256: SHA-256 of that file's text (:func:`experiment_sha256`).
+        site: Site name.
+        scheduler: Scheduler family (``slurm``, ``pbspro``, ``torque``, ``local``).
+        extra: Free JSON-able settings of the submitter (chunk size, throttle, overrides, ...).
+        created_at: Unix time of creation (set by the ledger).
+    """
+
+    sweep_id: str
+    experiment_path: str
+    experiment_sha256: str
+    site: str
+    scheduler: str
+    extra: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class PointRecord:
+    """One point as the ledger knows it (see the module docs for the fields)."""
+
+    point_id: str
+    index: int
+    params_json: str
+    state: str
+    attempt: int
+    submission_token: str | None
+    chunk: int | None
+    array_job_id: str | None
+    array_index: int | None
+    job_id: str | None
+    state_raw: str | None
+    exit_code: int | None
+    updated_at: float
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The point's parameters."""
+        return dict(json.loads(self.params_json))
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One attempt to submit a chunk.
+
+    Attributes:
+        token: Random id of the attempt (in the job's tag).
+        chunk: Chunk number within the sweep.
+        state: ``submitting``, ``submitted``, ``failed`` or ``unknown``.
+        is_array: Submitted as a job array (else a single job of one point).
+        first_index: Array index of the first point (points get ``first_index + position``).
+        point_ids: The points it carries, in array-index order.
+        job_id: The scheduler's id (the array job id), once known.
+        argv: The submit command, if recorded.
+        stderr: The scheduler's error output, for failed/unknown attempts.
+        created_at: When it was planned (Unix time).
+        updated_at: Last change (Unix time).
+    """
+
+    token: str
+    chunk: int
+    state: str
+    is_array: bool
+    first_index: int
+    point_ids: tuple[str, ...]
+    job_id: str | None
+    argv: list[str] | None
+    stderr: str | None
+    created_at: float
+    updated_at: float
+
+
+
+# --------------------------------------------------------------------------------------- connection
+
+def _fs_type(path: Path) -> str | None:
+    """The filesystem type holding ``path`` (Linux ``/proc/self/mountinfo``), if known."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    target = str(path.resolve())
+    best, fstype = -1, None
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields = left.split()
+        if len(fields) < 5 or not right:
+            continue
+        mount = fields[4].replace("\\040", " ")
+        if (target == mount or target.startswith(mount.rstrip("/") + "/")) and len(mount) > best:
+            best, fstype = len(mount), right.split()[0]
+    return fstype
+
+
+def choose_journal_mode(sweep_dir: Path) -> str:
+    """``wal``, or ``delete`` on a network filesystem (or as ``HPCJOBS_LEDGER_JOURNAL`` says)."""
+    forced = os.environ.get("HPCJOBS_LEDGER_JOURNAL", "").strip().lower()
+    if forced in ("wal", "delete"):
+        return forced
+    fstype = _fs_type(sweep_dir)
+    return "delete" if fstype and (fstype in _NETWORK_FS or fstype.startswith("nfs")) else "wal"
+
+
+def _connect(path: Path, journal: str) -> sqlite3.Connection:
+    try:
+        con = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+        con.execute(f"PRAGMA journal_mode={journal}")
+        con.execute("PRAGMA synchronous=FULL")
+        con.execute("PRAGMA foreign_keys=ON")
+    except sqlite3.Error as exc:
+        raise LedgerError(f"cannot open the sweep ledger {path}: {exc}") from None
+    return con
+
+
+_POINT_COLS = ("point_id, idx, params_json, state, attempt, submission_token, chunk, array_job_id, array_index, "
+               "job_id, state_raw, exit_code, updated_at")
+
+
+def _in_json(ids: Sequence[str]) -> str:
+    return json.dumps(list(ids))
+
+
+# ---------------------------------------------------------------------------------------- checking
+
+def _check_invariants(con: sqlite3.Connection) -> list[str]:
+    """Consistency problems of a ledger database (empty when consistent): :meth:`Ledger.check_invariants`."""
+    problems = []
+    if con.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+        problems.append("SQLite integrity check failed")
+    n, stored = con.execute("SELECT COUNT(*), (SELECT n_points FROM sweep) FROM points").fetchone()
+    if n != stored:
+        problems.append(f"{n} points but the sweep records {stored}")
+    queries = {
+        "SUBMITTING point without an unresolved submission":
+            "SELECT p.point_id FROM points p LEFT JOIN submissions s ON s.token = p.submission_token "
+            "WHERE p.state = 'SUBMITTING' AND (s.state IS NULL OR s.state NOT IN ('submitting', 'unknown'))",
+        "point of an unresolved submission not SUBMITTING under it":
+            "SELECT sp.point_id FROM submission_points sp JOIN submissions s ON s.token = sp.token "
+            "JOIN points p ON p.point_id = sp.point_id WHERE s.state IN ('submitting', 'unknown') "
+            "AND (p.state != 'SUBMITTING' OR p.submission_token IS NOT sp.token)",
+        "PLANNED point still tied to a submission or job":
+            "SELECT point_id FROM points WHERE state = 'PLANNED' AND (submission_token IS NOT NULL "
+            "OR array_job_id IS NOT NULL OR job_id IS NOT NULL)",
+        "submitted point without a submitted submission":
+            "SELECT p.point_id FROM points p LEFT JOIN submissions s ON s.token = p.submission_token "
+            "WHERE p.state NOT IN ('PLANNED', 'SUBMITTING', 'REMOVED') AND p.submission_token IS NOT NULL "
+            "AND (s.state IS NULL OR s.state != 'submitted')",
+        "point carried twice in one attempt by live submissions":
+            "SELECT sp.point_id FROM submission_points sp JOIN submissions s ON s.token = sp.token "
+            "WHERE s.state != 'failed' GROUP BY sp.point_id, sp.attempt HAVING COUNT(*) > 1",
+        "submission whose point count is wrong":
+            "SELECT s.token FROM submissions s WHERE s.n_points != "
+            "(SELECT COUNT(*) FROM submission_points sp WHERE sp.token = s.token)",
+    }
+    for what, sql in queries.items():
+        bad = [r[0] for r in con.execute(sql)]
+        if bad:
+            problems.append(f"{what}: {', '.join(map(str, bad[:5]))}" + (" ..." if len(bad) > 5 else ""))
+    return problems
