@@ -32,7 +32,9 @@ FAKE_PBSDSH = r'''
 [ "$1" = -n ] && [ "$3" = -- ] || exit 2
 echo "$2" >>"$FAKE_LOG/pbsdsh.slots"
 shift 3
-exec env -i PATH="$PATH" HOME="$HOME" FAKE_LOG="$FAKE_LOG" "$@"
+# a task the MOM starts: its own session (no signal to the batch script's groups reaches it),
+# default signal handling, the job's base environment only
+exec setsid --wait env --default-signal -i PATH="$PATH" HOME="$HOME" FAKE_LOG="$FAKE_LOG" "$@"
 '''
 
 FAKE_MPIEXEC = r'''
@@ -135,3 +137,36 @@ def test_slurm_tf_config_per_task_through_srun(tmp_path):
     assert proc.returncode == 0, proc.stderr
     for rank in (0, 1):
         assert json.loads((log / f"tf.{rank}").read_text()) == tf_config(["a", "b"], rank, 20099)
+
+
+WORKER = r'''
+import os, signal, sys, time
+from pathlib import Path
+got = []
+signal.signal(signal.SIGUSR1, lambda *_: got.append(1))
+deadline = time.time() + 30
+while not got and time.time() < deadline:
+    time.sleep(0.05)
+Path(os.environ["FAKE_LOG"], "worker." + sys.argv[1]).write_text("signal" if got else "no signal")
+'''
+
+
+def test_pbs_preemption_signal_reaches_every_nodes_workers(tmp_path):
+    """The batch shell's timer fires; pbsdsh fans the signal out to each node's torchrun group."""
+    bindir, log = _setup(tmp_path)
+    (tmp_path / "worker.py").write_text(WORKER)
+    # torchrun: a worker per node, waited for; it must not die of the signal
+    fake_tool(bindir, "torchrun", 'python3 worker.py "$HPCJOBS_NODE_RANK" & wait\n'
+              'echo "launcher $HPCJOBS_NODE_RANK ok"\n')
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text("n1\nn1\nn2\nn2\n")
+    text = render("torque", {"launcher": "torchrun", "program": "worker.py", "preemptible": True, "signal_seconds": 4,
+                             "checkpoint_command": "echo hook"},
+                  resources={"nodes": 2, "tasks_per_node": 1, "cpus_per_task": 2, "walltime": "00:08"})
+    proc = run_bash(text, {"PBS_JOBID": "5.torque", "PBS_NODEFILE": str(nodefile), "FAKE_LOG": str(log)},
+                    bindir, cwd=tmp_path)
+    assert proc.returncode == 75, proc.stderr
+    assert [(log / f"worker.{r}").read_text() for r in (0, 1)] == ["signal", "signal"]
+    assert sorted(proc.stdout.split("\n")) == ["", "hook", "launcher 0 ok", "launcher 1 ok"]
+    launch_dir = tmp_path / "hpcjobs-logs" / "job1-5.torque.launch"
+    assert sorted(p.name for p in launch_dir.glob("node-*.pgid")) == ["node-0.pgid", "node-1.pgid"]

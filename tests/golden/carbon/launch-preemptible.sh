@@ -81,6 +81,8 @@ hpcjobs_signal_group() {
     (trap '' USR1; exec "$@") &
     pid=$!
     set +m
+    # the batch script signals this group through pbsdsh (the PBS launchers do not forward the signal)
+    if [ -n "${HPCJOBS_NODE_RANK:-}" ]; then echo "$pid" >"$HPCJOBS_LAUNCH_DIR/node-$HPCJOBS_NODE_RANK.pgid"; fi
     trap 'kill -s USR1 -- "-$pid" 2>/dev/null || true' USR1
     while :; do
         wait "$pid" && status=0 || status=$?

@@ -85,6 +85,8 @@ hpcjobs_signal_group() {
     (trap '' USR1; exec "$@") &
     pid=$!
     set +m
+    # the batch script signals this group through pbsdsh (the PBS launchers do not forward the signal)
+    if [ -n "${HPCJOBS_NODE_RANK:-}" ]; then echo "$pid" >"$HPCJOBS_LAUNCH_DIR/node-$HPCJOBS_NODE_RANK.pgid"; fi
     trap 'kill -s USR1 -- "-$pid" 2>/dev/null || true' USR1
     while :; do
         wait "$pid" && status=0 || status=$?
@@ -125,7 +127,7 @@ hpcjobs_run_tasks() {
     : "$cpus" # each task gets its whole host
     while read -r slot; do
         # shellcheck disable=SC2016  # expanded by each task's shell
-        pbsdsh -n "$slot" -- /bin/bash -c '. "$1"; HPCJOBS_NODE_RANK="$2" HPCJOBS_TASK_RANK="$2"; export HPCJOBS_NODE_RANK HPCJOBS_TASK_RANK; hpcjobs_task_main' hpcjobs-node "$envfile" "$rank" &
+        (trap '' USR1; exec pbsdsh -n "$slot" -- /bin/bash -c '. "$1"; HPCJOBS_NODE_RANK="$2" HPCJOBS_TASK_RANK="$2"; export HPCJOBS_NODE_RANK HPCJOBS_TASK_RANK; hpcjobs_task_main' hpcjobs-node "$envfile" "$rank") &
         pids+=("$!")
         rank=$((rank + 1))
     done < <(awk 'NF && !seen[$1]++ { print NR - 1 }' "$PBS_NODEFILE")
@@ -133,6 +135,17 @@ hpcjobs_run_tasks() {
         wait "$pid" || status=$?
     done
     return "$status"
+}
+
+# Send SIG to every node's launcher group (recorded by hpcjobs_signal_group), through pbsdsh.
+hpcjobs_signal_nodes() {
+    local slot rank=0
+    while read -r slot; do
+        # shellcheck disable=SC2016  # expanded on the node
+        pbsdsh -n "$slot" -- /bin/bash -c 'kill -s "$1" -- "-$(cat "$2")"' hpcjobs-signal "$1" \
+            "$HPCJOBS_LAUNCH_DIR/node-$rank.pgid" || true
+        rank=$((rank + 1))
+    done < <(awk 'NF && !seen[$1]++ { print NR - 1 }' "$PBS_NODEFILE")
 }
 # <<< hpcjobs launch helpers
 HPCJOBS_LOG_DIR="$PWD"/hpcjobs-logs
