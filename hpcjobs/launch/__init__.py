@@ -41,7 +41,11 @@ Preemption (``launch.preemptible``): Slurm gets ``--signal=B:<SIG>@<N> --requeue
 --open-mode=append``; PBS/Torque/local jobs signal themselves from a timer (wall time − N seconds
 after the script starts). On the signal the batch shell sends it to the program's process group
 (a launcher such as torchrun runs with it ignored, so its workers get it and it survives), waits
-at most N/2 s, then TERMs it, runs ``launch.checkpoint_command``, then requeues: Slurm ``scontrol
+at most N/2 s, then TERMs it (on PBS/Torque the launchers started by ``pbsdsh``/``mpiexec``
+ignore the signal and the batch script fans it out through ``pbsdsh`` to each node's torchrun
+group, whose id each node records under the launch directory; for ``tf``/``mpi`` jobs there the
+signal reaches the local ``mpiexec`` only, which may or may not forward it), runs
+``launch.checkpoint_command``, then requeues: Slurm ``scontrol
 requeue`` while ``SLURM_RESTART_COUNT`` < ``max_requeues``; PBS/Torque ``qrerun`` when the site's
 ``preemption.pbs_requeue`` is ``qrerun`` (a counter file caps it). Otherwise the job exits with
 ``preemption.requeue_exit_code`` (default 75, EX_TEMPFAIL): "stopped with a checkpoint,
