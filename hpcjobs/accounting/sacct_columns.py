@@ -32,7 +32,23 @@ _STATE_CODES = {name: i for i, name in enumerate(st.ALL_STATES)}
 # Arrow helpers
 
 
+#: Fields read as dictionary-encoded columns (few distinct values; each is parsed once): the CSV
+#: reader hashes them while it parses, sparing a string column and a second hashing pass.
+DICTIONARY_FIELDS = frozenset({
+    "user", "account", "partition", "qos", "cluster", "state", "exitcode", "timelimit", "reqmem",
+    "alloctres", "reqtres", "comment",
+})
+
+
+def _dictionary(arr: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
+    """``arr`` as one dictionary array (as read, or encoded now); nulls stay null indices."""
+    a = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    return a if pa.types.is_dictionary(a.type) else a.dictionary_encode()
+
+
 def _str_series(arr: pa.Array | pa.ChunkedArray) -> pd.Series:
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(pa.large_string())
     return pd.Series(pd.arrays.ArrowStringArray(arr), copy=False)
 
 
@@ -48,7 +64,7 @@ def _int_series(arr: pa.Array | pa.ChunkedArray | np.ndarray, mask: np.ndarray |
 
 
 def _category_series(arr: pa.Array | pa.ChunkedArray) -> pd.Series:
-    enc = arr.combine_chunks().dictionary_encode() if isinstance(arr, pa.ChunkedArray) else arr.dictionary_encode()
+    enc = _dictionary(arr)
     codes = pc.fill_null(enc.indices, -1).to_numpy()
     cats = enc.dictionary.to_pylist()
     if "" in cats:  # blank means absent
@@ -250,7 +266,7 @@ Columns = dict[str, pa.ChunkedArray]
 
 def _encoded(arr: pa.ChunkedArray) -> tuple[pa.Array, list[Any]]:
     """Dictionary-encode: (indices with nulls pointing one past the end, distinct values)."""
-    enc = (arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr).dictionary_encode()
+    enc = _dictionary(arr)
     values = enc.dictionary.to_pylist()
     return pc.fill_null(enc.indices, len(values)), values
 
