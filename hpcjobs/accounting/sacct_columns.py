@@ -103,36 +103,29 @@ class _Bytes:
         return self.find_all(ch)[0]
 
     def find_all(self, chars: str) -> list[np.ndarray]:
-        """:meth:`find` for each character of ``chars``, in one pass over the bytes."""
-        data = self.data[: len(self.data) - 32]
-        special = np.zeros(len(data), bool)
-        for c in chars:
-            special |= data == ord(c)
-        hits = np.flatnonzero(special)
-        found = data[hits]
-        n = len(self.len)
-        # row of each hit: the byte offsets are sorted, so a repeat of row numbers maps bytes to rows
-        rows_all = np.repeat(np.arange(n, dtype=np.int32), self.len)[hits - int(self.start[0] if n else 0)]
-        result = []
-        for c in chars:
-            sel = found == ord(c)
-            pos, rows = hits[sel], rows_all[sel]
-            out = np.full(n, -1, np.int64)
-            out[rows[::-1]] = pos[::-1] - self.start[rows[::-1]]  # reversed: the first hit wins
-            result.append(out)
-        return result
+        """:meth:`find` for each character of ``chars``."""
+        return [np.asarray(pc.fill_null(pc.find_substring(self.arr, c), -1), dtype=np.int64) for c in chars]
 
     def slice(self, b: np.ndarray | int, e: np.ndarray | int, keep: np.ndarray) -> pa.Array:
-        """Substrings [b, e) of each string where ``keep``, null elsewhere."""
+        """Substrings [b, e) of each string where ``keep``, null elsewhere (``0 <= b <= e <= length``)."""
         n = len(self.len)
         b = np.broadcast_to(b, (n,))
         lengths = np.where(keep, np.broadcast_to(e, (n,)) - b, 0)
         off = np.zeros(n + 1, np.int64)
         np.cumsum(lengths, out=off[1:])
-        idx = np.repeat(self.start + b - off[:-1], lengths)
-        idx += np.arange(off[-1], dtype=np.int64)
+        first = int(self.start[0]) if n else 0
+        last = int(self.end[-1]) if n else 0
+        if 4 * int(off[-1]) < last - first:  # a small part of the bytes: gather them
+            idx = np.repeat(self.start + b - off[:-1], lengths)
+            idx += np.arange(off[-1], dtype=np.int64)
+            values = self.data[idx]
+        else:  # most of the bytes: one keep/drop mask over all the strings, as runs (skip b, keep e - b, skip rest)
+            head = np.where(keep, b, self.len)
+            runs = np.empty((n, 3), np.int64)
+            runs[:, 0], runs[:, 1], runs[:, 2] = head, lengths, self.len - head - lengths
+            values = self.data[first:last][np.repeat(np.tile(np.array([False, True, False]), n), runs.ravel())]
         validity = pa.py_buffer(np.packbits(keep, bitorder="little"))
-        return pa.LargeStringArray.from_buffers(n, pa.py_buffer(off), pa.py_buffer(self.data[idx]), validity,
+        return pa.LargeStringArray.from_buffers(n, pa.py_buffer(off), pa.py_buffer(values), validity,
                                                int(n - np.count_nonzero(keep)))
 
 
@@ -282,7 +275,12 @@ def _ids(col: Columns, tz: str) -> dict[str, pd.Series]:
     out: dict[str, pd.Series] = {}
     jt = _Bytes(col["jobid"])
     L = jt.len
-    dot, us, plus, lb, rb = jt.find_all("._+[]")
+    dot, us, plus = jt.find_all("._+")
+    lb, rb = np.full(len(L), -1, np.int64), np.full(len(L), -1, np.int64)
+    with_us = np.flatnonzero(us >= 0)  # array ids: where the brackets of a pending range may be
+    if len(with_us):
+        sub = _Bytes(jt.arr.take(pa.array(with_us)))
+        lb[with_us], rb[with_us] = sub.find_all("[]")
     job_len = np.where(dot >= 0, dot, L)
     plus = np.where(plus < job_len, plus, -1)  # a '+' after the dot is a truncated step name
     base_end = np.minimum.reduce([np.where(us >= 0, us, job_len), np.where(plus >= 0, plus, job_len), job_len])
