@@ -32,23 +32,7 @@ _STATE_CODES = {name: i for i, name in enumerate(st.ALL_STATES)}
 # Arrow helpers
 
 
-#: Fields read as dictionary-encoded columns (few distinct values; each is parsed once): the CSV
-#: reader hashes them while it parses, sparing a string column and a second hashing pass.
-DICTIONARY_FIELDS = frozenset({
-    "user", "account", "partition", "qos", "cluster", "state", "exitcode", "timelimit", "reqmem",
-    "alloctres", "reqtres", "comment",
-})
-
-
-def _dictionary(arr: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
-    """``arr`` as one dictionary array (as read, or encoded now); nulls stay null indices."""
-    a = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-    return a if pa.types.is_dictionary(a.type) else a.dictionary_encode()
-
-
 def _str_series(arr: pa.Array | pa.ChunkedArray) -> pd.Series:
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.cast(pa.large_string())
     return pd.Series(pd.arrays.ArrowStringArray(arr), copy=False)
 
 
@@ -64,7 +48,7 @@ def _int_series(arr: pa.Array | pa.ChunkedArray | np.ndarray, mask: np.ndarray |
 
 
 def _category_series(arr: pa.Array | pa.ChunkedArray) -> pd.Series:
-    enc = _dictionary(arr)
+    enc = arr.combine_chunks().dictionary_encode() if isinstance(arr, pa.ChunkedArray) else arr.dictionary_encode()
     codes = pc.fill_null(enc.indices, -1).to_numpy()
     cats = enc.dictionary.to_pylist()
     if "" in cats:  # blank means absent
@@ -103,29 +87,36 @@ class _Bytes:
         return self.find_all(ch)[0]
 
     def find_all(self, chars: str) -> list[np.ndarray]:
-        """:meth:`find` for each character of ``chars``."""
-        return [np.asarray(pc.fill_null(pc.find_substring(self.arr, c), -1), dtype=np.int64) for c in chars]
+        """:meth:`find` for each character of ``chars``, in one pass over the bytes."""
+        data = self.data[: len(self.data) - 32]
+        special = np.zeros(len(data), bool)
+        for c in chars:
+            special |= data == ord(c)
+        hits = np.flatnonzero(special)
+        found = data[hits]
+        n = len(self.len)
+        # row of each hit: the byte offsets are sorted, so a repeat of row numbers maps bytes to rows
+        rows_all = np.repeat(np.arange(n, dtype=np.int32), self.len)[hits - int(self.start[0] if n else 0)]
+        result = []
+        for c in chars:
+            sel = found == ord(c)
+            pos, rows = hits[sel], rows_all[sel]
+            out = np.full(n, -1, np.int64)
+            out[rows[::-1]] = pos[::-1] - self.start[rows[::-1]]  # reversed: the first hit wins
+            result.append(out)
+        return result
 
     def slice(self, b: np.ndarray | int, e: np.ndarray | int, keep: np.ndarray) -> pa.Array:
-        """Substrings [b, e) of each string where ``keep``, null elsewhere (``0 <= b <= e <= length``)."""
+        """Substrings [b, e) of each string where ``keep``, null elsewhere."""
         n = len(self.len)
         b = np.broadcast_to(b, (n,))
         lengths = np.where(keep, np.broadcast_to(e, (n,)) - b, 0)
         off = np.zeros(n + 1, np.int64)
         np.cumsum(lengths, out=off[1:])
-        first = int(self.start[0]) if n else 0
-        last = int(self.end[-1]) if n else 0
-        if 4 * int(off[-1]) < last - first:  # a small part of the bytes: gather them
-            idx = np.repeat(self.start + b - off[:-1], lengths)
-            idx += np.arange(off[-1], dtype=np.int64)
-            values = self.data[idx]
-        else:  # most of the bytes: one keep/drop mask over all the strings, as runs (skip b, keep e - b, skip rest)
-            head = np.where(keep, b, self.len)
-            runs = np.empty((n, 3), np.int64)
-            runs[:, 0], runs[:, 1], runs[:, 2] = head, lengths, self.len - head - lengths
-            values = self.data[first:last][np.repeat(np.tile(np.array([False, True, False]), n), runs.ravel())]
+        idx = np.repeat(self.start + b - off[:-1], lengths)
+        idx += np.arange(off[-1], dtype=np.int64)
         validity = pa.py_buffer(np.packbits(keep, bitorder="little"))
-        return pa.LargeStringArray.from_buffers(n, pa.py_buffer(off), pa.py_buffer(values), validity,
+        return pa.LargeStringArray.from_buffers(n, pa.py_buffer(off), pa.py_buffer(self.data[idx]), validity,
                                                int(n - np.count_nonzero(keep)))
 
 
@@ -259,7 +250,7 @@ Columns = dict[str, pa.ChunkedArray]
 
 def _encoded(arr: pa.ChunkedArray) -> tuple[pa.Array, list[Any]]:
     """Dictionary-encode: (indices with nulls pointing one past the end, distinct values)."""
-    enc = _dictionary(arr)
+    enc = (arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr).dictionary_encode()
     values = enc.dictionary.to_pylist()
     return pc.fill_null(enc.indices, len(values)), values
 
@@ -275,12 +266,7 @@ def _ids(col: Columns, tz: str) -> dict[str, pd.Series]:
     out: dict[str, pd.Series] = {}
     jt = _Bytes(col["jobid"])
     L = jt.len
-    dot, us, plus = jt.find_all("._+")
-    lb, rb = np.full(len(L), -1, np.int64), np.full(len(L), -1, np.int64)
-    with_us = np.flatnonzero(us >= 0)  # array ids: where the brackets of a pending range may be
-    if len(with_us):
-        sub = _Bytes(jt.arr.take(pa.array(with_us)))
-        lb[with_us], rb[with_us] = sub.find_all("[]")
+    dot, us, plus, lb, rb = jt.find_all("._+[]")
     job_len = np.where(dot >= 0, dot, L)
     plus = np.where(plus < job_len, plus, -1)  # a '+' after the dot is a truncated step name
     base_end = np.minimum.reduce([np.where(us >= 0, us, job_len), np.where(plus >= 0, plus, job_len), job_len])

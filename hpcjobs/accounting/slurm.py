@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from hpcjobs.accounting.cache import WindowCache, window_key
-from hpcjobs.accounting.sacct_columns import COLUMN_GROUPS, DICTIONARY_FIELDS, assemble_frame
+from hpcjobs.accounting.sacct_columns import COLUMN_GROUPS, assemble_frame
 from hpcjobs.accounting.schema import conform, empty_frame
 from hpcjobs.accounting.slurm_json import read_sacct_json
 from hpcjobs.errors import SchedulerOutputError
@@ -53,7 +53,6 @@ SACCT_ACCOUNTING_FIELDS: tuple[str, ...] = (
 )
 
 _SACCT_TIME_FMT = "%Y-%m-%dT%H:%M:%S"
-_DICTIONARY = pa.dictionary(pa.int32(), pa.string())
 _THREADED_FROM_ROWS = 50_000  # below this, threads cost more than they save
 
 
@@ -120,8 +119,7 @@ def _sacct_time(t: datetime) -> str:
 
 
 def _read_table(source: str | bytes | os.PathLike[str], names: list[str] | None) -> pa.Table:
-    """Read the ``|``-separated text as strings (dictionary-encoded where values repeat); ``names`` ``None``: take them
-    from a header line."""
+    """Read the ``|``-separated text as strings; ``names`` ``None``: take them from a header line."""
     if isinstance(source, (str, bytes)):
         data = source.encode() if isinstance(source, str) else source
         first = data[: data.find(b"\n")] if b"\n" in data else data
@@ -137,11 +135,11 @@ def _read_table(source: str | bytes | os.PathLike[str], names: list[str] | None)
         names = header
     skip = 1 if header[0] == names[0] else 0  # a header line (sacct without --noheader)
     convert = pacsv.ConvertOptions(
-        column_types={n: _DICTIONARY if n in DICTIONARY_FIELDS else pa.string() for n in names},
-        null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=False,
+        column_types={n: pa.string() for n in names}, null_values=[""], strings_can_be_null=True,
+        quoted_strings_can_be_null=False,
     )
     try:
-        table = pacsv.read_csv(
+        return pacsv.read_csv(
             stream,
             read_options=pacsv.ReadOptions(column_names=names, skip_rows=skip),
             parse_options=pacsv.ParseOptions(delimiter="|", quote_char=False, escape_char=False),
@@ -149,7 +147,6 @@ def _read_table(source: str | bytes | os.PathLike[str], names: list[str] | None)
         )
     except pa.ArrowInvalid as exc:
         raise SchedulerOutputError(f"sacct output does not have the {len(names)} fields asked for: {exc}") from exc
-    return table.unify_dictionaries()  # each block of the text was encoded on its own
 
 
 def read_sacct_parsable2(
