@@ -263,8 +263,73 @@ def _spread(encoded: tuple[pa.Array, list[Any]], fn: Callable[[Any], Any], typ: 
 
 def _ids(col: Columns, tz: str) -> dict[str, pd.Series]:
     """JobID: ``123``, ``123_4``, ``123_[5-9%2]``, ``123+1``, each optionally ``.step``."""
+    jobid = col["jobid"].combine_chunks()
+    fast = _ids_by_split(jobid) if not jobid.null_count else None
+    return fast if fast is not None else _ids_by_bytes(jobid)
+
+
+def _ids_by_split(jobid: pa.Array) -> dict[str, pd.Series] | None:
+    """:func:`_ids` the quick way: split at the first dot; only ids that are not plain digits get the byte scan.
+
+    ``None`` where that is not the same as :func:`_ids_by_bytes` (a step name with other than letters and
+    digits, an empty one, a malformed job id): the caller then takes the byte scan for all rows.
+    """
+    n = len(jobid)
+    parts = pc.split_pattern(jobid, ".", max_splits=1)
+    offsets = np.asarray(parts.offsets)
+    has_step = np.diff(offsets) == 2
+    if has_step.any():
+        step = parts.values.take(pa.array(offsets[:-1] + 1, mask=~has_step))
+        if not pc.all(pc.ascii_is_alnum(step)).as_py():
+            return None
+        job = parts.values.take(pa.array(offsets[:-1]))
+    else:
+        step, job = pa.nulls(n, pa.string()), jobid
+    out: dict[str, pd.Series] = {"job_id": _str_series(job), "step": _str_series(step)}
+    special = np.flatnonzero(~np.asarray(pc.ascii_is_decimal(job)))  # not plain digits: arrays, het jobs, ...
+    if not len(special):
+        for name in ("array_job_id", "array_task_spec"):
+            out[name] = _str_series(pa.nulls(n, pa.large_string()))
+        for name in ("array_task_id", "het_offset"):
+            out[name] = _int_series(np.zeros(n, np.int64), np.ones(n, bool))
+        return out
+    # array tasks <digits>_<digits> by a second split; the rest (pending ranges, het jobs) by the byte scan
+    halves = pc.split_pattern(job.take(pa.array(special)), "_", max_splits=1)
+    half_offsets = np.asarray(halves.offsets)
+    two = np.diff(half_offsets) == 2
+    base = halves.values.take(pa.array(half_offsets[:-1]))
+    task = halves.values.take(pa.array(half_offsets[:-1] + 1, mask=~two))
+    simple = two & np.asarray(pc.fill_null(pc.and_(pc.ascii_is_decimal(base), pc.ascii_is_decimal(task)), False))
+    odd = special[~simple]
+    try:
+        rest = _ids_by_bytes(job.take(pa.array(odd))) if len(odd) else None
+        simple_ids = np.asarray(pc.cast(task.filter(pa.array(simple)), pa.int64()))
+    except (SchedulerOutputError, ValueError, pa.ArrowInvalid):  # the byte scan over all rows says what is wrong
+        return None
+    keep = pa.array(simple)
+    simple_base = base.filter(keep).cast(pa.large_string())
+    where = np.full(n, -1, np.int64)  # row → position in [simple rows..., odd rows...]
+    where[special[simple]] = np.arange(len(simple_base))
+    where[odd] = len(simple_base) + np.arange(len(odd))
+    spread = pa.array(where, mask=where < 0)
+    no_strings, no_ints = pa.nulls(len(simple_base), pa.large_string()), np.full(len(simple_base), -1, np.int64)
+    for name, simple_part in (("array_job_id", simple_base), ("array_task_spec", no_strings)):
+        pieces = [simple_part] + ([pa.array(rest[name].array)] if rest is not None else [])
+        out[name] = _str_series(pa.concat_arrays(pieces).take(spread))
+    for name, simple_ints in (("array_task_id", simple_ids), ("het_offset", no_ints)):
+        values = np.concatenate([simple_ints] + ([rest[name].to_numpy(dtype=np.int64, na_value=-1)]
+                                                 if rest is not None else []))
+        mask = np.concatenate([simple_ints < 0] + ([rest[name].isna().to_numpy()] if rest is not None else []))
+        full, full_mask = np.zeros(n, np.int64), np.ones(n, bool)
+        full[special], full_mask[special] = values[where[special]], mask[where[special]]
+        out[name] = _int_series(full, full_mask)
+    return out
+
+
+def _ids_by_bytes(jobid: pa.Array) -> dict[str, pd.Series]:
+    """:func:`_ids` by scanning the bytes of every id."""
     out: dict[str, pd.Series] = {}
-    jt = _Bytes(col["jobid"])
+    jt = _Bytes(jobid)
     L = jt.len
     dot, us, plus, lb, rb = jt.find_all("._+[]")
     job_len = np.where(dot >= 0, dot, L)
