@@ -365,9 +365,12 @@ def _raw_ids_and_rss(col: Columns, tz: str) -> dict[str, pd.Series]:
     is_step = np.asarray(pc.fill_null(pc.greater_equal(pc.find_substring(col["jobid"], "."), 0), False))
     job_key: Any = col["jobid"]
     if "jobidraw" in col:
-        rt = _Bytes(col["jobidraw"])
-        rdot = rt.find(".")
-        raw = rt.slice(0, np.where(rdot >= 0, rdot, rt.len), rt.valid) if (rdot >= 0).any() else rt.arr
+        raw = col["jobidraw"].combine_chunks()
+        parts = pc.split_pattern(raw, ".", max_splits=1)  # the part before the first dot
+        offsets = np.asarray(parts.offsets)
+        if (np.diff(offsets) == 2).any():
+            valid = raw.is_valid().to_numpy(zero_copy_only=False)
+            raw = parts.values.take(pa.array(offsets[:-1], mask=~valid))
         out["job_id_raw"] = _str_series(raw)
         job_key = _int_or_null(raw)
     if "maxrss" in col:
