@@ -164,18 +164,25 @@ def _parse_times(arr: pa.ChunkedArray, tz: str) -> pa.Array:
     a = arr.combine_chunks()
     length = pc.binary_length(a)
     iso = pc.equal(length, 19)
+    ns = pa.timestamp("ns")
     try:
-        all_iso = pc.all(iso).as_py() and not a.null_count
-        ts = pc.cast(a if all_iso else pc.if_else(iso, a, pa.scalar(None, a.type)), pa.timestamp("s"))
+        if pc.all(iso).as_py() and not a.null_count:
+            ts = pc.cast(a, ns)
+        elif a.offset == 0:  # the same strings with the others marked null: no copy
+            validity = pc.fill_null(iso, False).buffers()[1]
+            ts = pc.cast(pa.Array.from_buffers(a.type, len(a), [validity, *a.buffers()[1:]]), ns)
+        else:
+            ts = pc.cast(pc.if_else(iso, a, pa.scalar(None, a.type)), ns)
     except pa.ArrowInvalid:  # 19 characters but not a time: null it, value by value
-        ts = pc.strptime(a, format=_SACCT_TIME_FMT, unit="s", error_is_null=True)
+        ts = pc.strptime(a, format=_SACCT_TIME_FMT, unit="s", error_is_null=True).cast(ns)
     odd = pc.and_(pc.is_null(ts), pc.invert(pc.is_in(length, value_set=pa.array([4, 7], pa.int32()))))
     if pc.any(odd).as_py():  # epoch seconds (SLURM_TIME_FORMAT=%s)
-        ts = pc.coalesce(ts, pc.cast(_int_or_null(pc.if_else(odd, a, pa.scalar(None, a.type))), pa.timestamp("s")))
-    ts = ts.cast(pa.timestamp("ns"))
+        epoch = pc.cast(_int_or_null(pc.if_else(odd, a, pa.scalar(None, a.type))), pa.timestamp("s"))
+        ts = pc.coalesce(ts, epoch.cast(ns))
     if tz != "UTC":
-        ts = pc.assume_timezone(ts, tz, ambiguous="earliest", nonexistent="earliest")
-    return ts.cast(pa.timestamp("ns", tz="UTC"))
+        return pc.assume_timezone(ts, tz, ambiguous="earliest", nonexistent="earliest").cast(
+            pa.timestamp("ns", tz="UTC"))
+    return ts.view(pa.timestamp("ns", tz="UTC"))
 
 
 def _durations_ns(arr: pa.ChunkedArray) -> pa.Array:
