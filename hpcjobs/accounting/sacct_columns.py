@@ -533,9 +533,11 @@ def _resources(col: Columns, tz: str) -> dict[str, pd.Series]:
     return out
 
 
-#: The column groups, each ``(columns, tz) -> {schema column: Series}``, independent of each other.
+#: The column groups, each ``(columns, tz) -> {schema column: Series}``, independent of each other and
+#: writing disjoint columns; costliest first (about 0.26, 0.19, 0.17, 0.17, 0.15, 0.15, 0.05 s CPU per
+#: million rows), so that two threads finish together.
 COLUMN_GROUPS: tuple[Callable[[Columns, str], dict[str, pd.Series]], ...] = (
-    _ids, _raw_ids_and_rss, _texts, _states, _times, _durations, _resources,
+    _ids, _resources, _raw_ids_and_rss, _texts, _times, _durations, _states,
 )
 
 
