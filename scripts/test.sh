@@ -34,5 +34,13 @@ else
     log "not root with apt-get: not starting the Slurm testbed (tests marked 'slurm' will skip)"
 fi
 
+# PyTorch for the distributed-launch tests (DDP on gloo through the torchrun template). Pinned: this exact
+# version is the CPU build these machines carry on disk; an unpinned torch pulls a CUDA build of several GB.
+if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+    log "installing torch==2.13.0 (CPU)"
+    "$PYTHON" -m pip install --quiet --disable-pip-version-check torch==2.13.0 \
+        || log "torch could not be installed: the DDP tests will skip (and fail under CI=true)"
+fi
+
 log "running the tests"
 exec "$PYTHON" -m pytest "$@"

@@ -108,7 +108,7 @@ def test_strict_undefined_is_an_error(tmp_path):
 
 
 def test_missing_template_is_a_config_error():
-    with pytest.raises(ConfigError, match="template 'nope.sh.j2' not found"):
+    with pytest.raises(ConfigError, match=r"template 'nope\.sh\.j2' not found"):
         render_job(resolve(_exp(), _site("slurm", template="nope.sh.j2")))
 
 

@@ -233,7 +233,7 @@ def gpu_job_summary(files: Mapping[str, Source | Sequence[Source]] | Iterable[st
     if isinstance(files, Mapping):
         for job_id, v in files.items():
             for one in (v if isinstance(v, (list, tuple)) else [v]):
-                pairs.append((job_id, one))
+                pairs.append((job_id, one))  # type: ignore[arg-type]
     else:
         pairs = [(job_id_from_name(p), Path(p)) for p in files]
     frames = []

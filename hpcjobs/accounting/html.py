@@ -76,7 +76,7 @@ def format_cell(value: Any, column: str = "") -> str:
         m, s = divmod(rem, 60)
         return (f"{d}d " if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
     if isinstance(value, pd.Timestamp):
-        return value.strftime("%Y-%m-%d %H:%M")
+        return str(value.strftime("%Y-%m-%d %H:%M"))
     if isinstance(value, float) and not isinstance(value, bool):
         if any(k in column for k in _PERCENT):
             return f"{100 * value:.1f}%"

@@ -33,7 +33,7 @@ def _records(df: Any) -> list[dict[str, Any]]:
 
     m = _machine_frame(df).astype(object)
     m = m.where(m.notna(), None)
-    recs = m.to_dict(orient="records")
+    recs: list[dict[str, Any]] = m.to_dict(orient="records")
     for r in recs:
         for k, v in r.items():
             if v is pd.NA:

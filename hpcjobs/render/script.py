@@ -112,8 +112,8 @@ def detect_current_site() -> str:
     """
     name = detect_site()
     if name == "local" and shutil.which("scontrol"):
-        from hpcjobs.schedulers.registry import get_backend
         from hpcjobs.schedulers.client import SchedulerClient
+        from hpcjobs.schedulers.registry import get_backend
 
         cluster = SchedulerClient(get_backend("slurm")).cluster_name()
         if cluster:

@@ -140,9 +140,14 @@ CREATE TABLE IF NOT EXISTS point_attempts (
 class PointLike(Protocol):
     """What the ledger needs of a point (:class:`hpcjobs.sweep.expand.Point` has it)."""
 
-    index: int
-    point_id: str
-    params_json: str
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def point_id(self) -> str: ...
+
+    @property
+    def params_json(self) -> str: ...
 
 
 def new_token() -> str:

@@ -106,7 +106,7 @@ def run_local(prepared: PreparedSweep, ledger: Ledger, *, workers: int | None = 
             while waiting and len(running) < workers:
                 index = waiting.pop(0)
                 stem = out_dir / f"{prepared.job.name}-{job_id}_{index}"
-                files = [open(f"{stem}.out", "wb"), open(f"{stem}.err", "wb")]  # noqa: SIM115 - closed below
+                files: list[IO[bytes]] = [open(f"{stem}.out", "wb"), open(f"{stem}.err", "wb")]  # noqa: SIM115 - closed below
                 env = dict(os.environ, HPCJOBS_ARRAY_INDEX=str(index), HPCJOBS_JOB_ID=f"{job_id}_{index}")
                 running[index] = (subprocess.Popen(["bash", str(script)], stdout=files[0], stderr=files[1],
                                                    env=env, cwd=prepared.submit_dir), files)

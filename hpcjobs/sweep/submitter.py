@@ -21,7 +21,7 @@ from __future__ import annotations
 import getpass
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, SubmitError
@@ -73,7 +73,7 @@ class SubmitReport:
 Progress = Callable[[int, int], None]
 
 
-def open_ledger(prepared: PreparedSweep, *, force: bool = False, how: dict[str, object] | None = None) -> Ledger:
+def open_ledger(prepared: PreparedSweep, *, force: bool = False, how: Mapping[str, object] | None = None) -> Ledger:
     """Create (or reopen, if the same sweep was planned before) the sweep's ledger.
 
     ``how`` records how the sweep was asked for (overrides, sweep arguments, site), so that
