@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,5 +38,11 @@ def test_function_sweep_through_submitit(slurm_testbed, tmp_path, monkeypatch):
     st = sweep_status(fs.sweep_id, root=root)
     assert st.counts == {"COMPLETED": 3, "FAILED": 1}
     arrays = {str(j.job_id).split("_")[0] for j in fs.jobs}
-    comments = run_command(["sacct", "-n", "-P", "-X", "-j", ",".join(arrays), "--format=Comment"]).stdout.split()
-    assert comments and all(c.startswith(f"hpcjobs:{fs.sweep_id}:") for c in comments)
+    deadline = time.monotonic() + 30  # a finished job's sacct row is complete a few seconds later
+    while True:
+        comments = run_command(["sacct", "-n", "-P", "-X", "-j", ",".join(arrays),
+                                "--format=Comment"]).stdout.split("\n")[:-1]
+        if len(comments) == 4 and all(c.startswith(f"hpcjobs:{fs.sweep_id}:") for c in comments):
+            break
+        assert time.monotonic() < deadline, comments
+        time.sleep(1)
