@@ -1,28 +1,28 @@
-"""Writing files atomically and showing errors to people.
-
-Imported by the CLI only inside commands (rich is loaded lazily).
-"""
+"""Writing files atomically: readers see the old file or the new one, never half of it."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 
-def atomic_write_text(path: str | Path, text: str, *, mode: int | None = None) -> Path:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half of it.
+@contextlib.contextmanager
+def atomic_writer(path: str | Path, *, binary: bool = False, mode: int | None = None) -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path``; on a clean exit, fsync it and rename it over ``path``.
 
-    The text goes to a temporary file in the same directory, is flushed and
-    fsynced, then renamed over ``path``.
+    On an exception the temporary file is removed and ``path`` is left as it was.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        fh: IO[Any] = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")
+        with fh:
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         if mode is not None:
@@ -32,4 +32,10 @@ def atomic_write_text(path: str | Path, text: str, *, mode: int | None = None) -
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    return target
+
+
+def atomic_write_text(path: str | Path, text: str, *, mode: int | None = None) -> Path:
+    """Write ``text`` to ``path`` atomically (temporary file in the same folder, fsync, rename)."""
+    with atomic_writer(path, mode=mode) as fh:
+        fh.write(text)
+    return Path(path)

@@ -7,11 +7,9 @@ reader never sees half a file and concurrent writers simply race to the same con
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from hpcjobs.accounting.schema import conform
+from hpcjobs.output import atomic_writer
 
 
 def default_cache_dir() -> Path:
@@ -76,17 +75,7 @@ class WindowCache:
         Raises:
             OSError: The cache directory cannot be created or written.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
         final = self.path(key)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=self.directory)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                df.to_parquet(fh, index=False)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, final)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        with atomic_writer(final, binary=True) as fh:
+            df.to_parquet(fh, index=False)
         return final
