@@ -8,6 +8,7 @@ always kept beside the normalised one.
 from __future__ import annotations
 
 import re
+import secrets
 from dataclasses import dataclass
 
 PENDING = "PENDING"
@@ -70,6 +71,11 @@ def is_terminal(state: str) -> bool:
 # when the submitting process died before it recorded the job id.
 
 _TAG_RE = re.compile(r"hpcjobs:(?P<sweep>[A-Za-z0-9_.-]+):(?P<chunk>\d+):(?P<token>[0-9a-f]{8,32})")
+
+
+def new_token() -> str:
+    """A fresh random submission token (16 hex digits): unique per submission attempt, in the job's tag."""
+    return secrets.token_hex(8)
 
 
 @dataclass(frozen=True)

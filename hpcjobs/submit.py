@@ -6,7 +6,6 @@ The library call behind ``hpcjobs submit``; sweeps build on the same pieces.
 from __future__ import annotations
 
 import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from hpcjobs.output import atomic_write_text
 from hpcjobs.render.script import RenderedScript, render_experiment
 from hpcjobs.schedulers.base import SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
-from hpcjobs.states import JobTag
+from hpcjobs.states import JobTag, new_token
 
 
 @dataclass(frozen=True)
@@ -42,11 +41,6 @@ def client_for(scheduler: str) -> SchedulerClient:
     from hpcjobs.schedulers.registry import get_backend
 
     return SchedulerClient(get_backend(scheduler))
-
-
-def new_token() -> str:
-    """A random 16-hex-digit token, unique per submission attempt."""
-    return secrets.token_hex(8)
 
 
 def submit_rendered(

@@ -12,17 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hpcjobs.resolve import ResolvedJob, directive_names
+from hpcjobs.schedulers.pbs import pbs_array_argument, torque_array_argument
+from hpcjobs.schedulers.slurm import array_argument
 from hpcjobs.units import format_memory_pbs, format_memory_slurm, format_walltime_pbs, format_walltime_slurm
 
 Directive = tuple[str, str]
 
 
 def _slurm_array(job: ResolvedJob) -> str | None:
-    a = job.array
-    if a is None:
-        return None
-    text = f"{a.start}-{a.end}" + (f":{a.step}" if a.step != 1 else "")
-    return text + (f"%{a.throttle}" if a.throttle else "")
+    return array_argument(job.array) if job.array is not None else None
 
 
 def slurm_directives(job: ResolvedJob) -> list[Directive]:
@@ -63,13 +61,19 @@ def slurm_directives(job: ResolvedJob) -> list[Directive]:
     return d
 
 
-def pbspro_directives(job: ResolvedJob) -> list[Directive]:
-    """``#PBS`` options for PBS Pro / OpenPBS, with one merged ``select`` line."""
+def _pbs_head(job: ResolvedJob) -> list[Directive]:
+    """Name, queue and account: the same on PBS Pro and Torque."""
     d: list[Directive] = [("N", f"-N {job.name}")]
     if job.scheduler_partition:
         d.append(("q", f"-q {job.scheduler_partition}"))
     if job.account:
         d.append(("A", f"-A {job.account}"))
+    return d
+
+
+def pbspro_directives(job: ResolvedJob) -> list[Directive]:
+    """``#PBS`` options for PBS Pro / OpenPBS, with one merged ``select`` line."""
+    d = _pbs_head(job)
     forbidden = set(job.site.forbidden_directives)
     chunk = [str(job.nodes), f"ncpus={job.tasks_per_node * job.cpus_per_task}",
              f"mpiprocs={job.tasks_per_node}", f"ompthreads={job.cpus_per_task}"]
@@ -86,9 +90,7 @@ def pbspro_directives(job: ResolvedJob) -> list[Directive]:
     if job.nodes > 1 or job.exclusive:
         d.append(("place", "-l place=scatter" + (":excl" if job.exclusive else "")))
     if job.array is not None:
-        a = job.array
-        spec = f"{a.start}-{a.end}" + (f":{a.step}" if a.step != 1 else "")
-        d.append(("J", f"-J {spec}" + (f"%{a.throttle}" if a.throttle else "")))
+        d.append(("J", f"-J {pbs_array_argument(job.array)}"))
         stem = f"{job.output_dir}/{job.name}.^array_index^"
     else:
         stem = f"{job.output_dir}/{job.name}"
@@ -99,11 +101,7 @@ def pbspro_directives(job: ResolvedJob) -> list[Directive]:
 
 def torque_directives(job: ResolvedJob) -> list[Directive]:
     """``#PBS`` options for Torque: ``nodes=N:ppn=P[:gpus=G]`` and whole-job ``mem``."""
-    d: list[Directive] = [("N", f"-N {job.name}")]
-    if job.scheduler_partition:
-        d.append(("q", f"-q {job.scheduler_partition}"))
-    if job.account:
-        d.append(("A", f"-A {job.account}"))
+    d = _pbs_head(job)
     nodes = f"nodes={job.nodes}:ppn={job.tasks_per_node * job.cpus_per_task}"
     if job.gpus_per_node:
         nodes += f":gpus={job.gpus_per_node}"
@@ -117,9 +115,7 @@ def torque_directives(job: ResolvedJob) -> list[Directive]:
     if job.exclusive:
         d.append(("naccesspolicy", "-l naccesspolicy=singlejob"))
     if job.array is not None:
-        a = job.array
-        spec = f"{a.start}-{a.end}" if a.step == 1 else ",".join(str(i) for i in a.indices())
-        d.append(("t", f"-t {spec}" + (f"%{a.throttle}" if a.throttle else "")))
+        d.append(("t", f"-t {torque_array_argument(job.array)}"))
     d.append(("o", f"-o {job.output_dir}/{job.name}.out"))
     d.append(("e", f"-e {job.output_dir}/{job.name}.err"))
     return d

@@ -19,19 +19,13 @@ from typing import Any
 from hpcjobs import states
 from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError
 from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.submit import client_for
 from hpcjobs.sweep.ledger import Ledger, PointRecord, experiment_sha256
 from hpcjobs.sweep.prepare import PreparedSweep, prepare_sweep, sweep_root
 from hpcjobs.sweep.submitter import SubmitReport, SweepSubmitter, open_ledger, poll_status, submitted_job_ids
 from hpcjobs.units import format_walltime_slurm
 
 Progress = Callable[[int, int], None]
-
-
-def client_for(scheduler: str) -> SchedulerClient:
-    """A client for a scheduler family."""
-    from hpcjobs.schedulers.registry import get_backend
-
-    return SchedulerClient(get_backend(scheduler))
 
 
 def run_sweep(

@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hpcjobs.errors import LedgerError
-from hpcjobs.states import ALL_STATES
+from hpcjobs.states import ALL_STATES, new_token
 
 __all__ = [
     "LEDGER_FILE", "PLANNED", "POINT_STATES", "REMOVED", "SCHEMA_VERSION", "SUBMITTED", "SUBMITTING", "SUB_FAILED",
@@ -148,11 +147,6 @@ class PointLike(Protocol):
 
     @property
     def params_json(self) -> str: ...
-
-
-def new_token() -> str:
-    """A fresh random submission token (16 hex digits), for the job tag and :meth:`Ledger.plan_chunk`."""
-    return secrets.token_hex(8)
 
 
 def experiment_sha256(text: str | bytes) -> str:
