@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hpcjobs import states as st
+from hpcjobs.accounting.sacct_scan import Columns
 from hpcjobs.accounting.schema import COLUMNS
 from hpcjobs.errors import SchedulerOutputError
 from hpcjobs.formats import slurm as fs
@@ -47,8 +48,31 @@ def _int_series(arr: pa.Array | pa.ChunkedArray | np.ndarray, mask: np.ndarray |
     return pd.Series(pd.arrays.IntegerArray(values, mask), copy=False)
 
 
+def _array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+
+def _dictionary(arr: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
+    """``arr`` dictionary-encoded (as it is when the reader already did it)."""
+    a = _array(arr)
+    return a if pa.types.is_dictionary(a.type) else a.dictionary_encode()
+
+
+def _strings(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``arr`` as plain strings (a dictionary column decoded)."""
+    a = _array(arr)
+    return a.dictionary.take(a.indices) if pa.types.is_dictionary(a.type) else a
+
+
+def _field(arr: pa.Array | pa.ChunkedArray, name: str) -> pa.Array | pa.ChunkedArray:
+    """Field ``name`` of a struct column (chunked or not)."""
+    if isinstance(arr, pa.ChunkedArray):
+        return pa.chunked_array([c.field(name) for c in arr.chunks], type=arr.type.field(name).type)
+    return arr.field(name)
+
+
 def _category_series(arr: pa.Array | pa.ChunkedArray) -> pd.Series:
-    enc = arr.combine_chunks().dictionary_encode() if isinstance(arr, pa.ChunkedArray) else arr.dictionary_encode()
+    enc = _dictionary(arr)
     codes = pc.fill_null(enc.indices, -1).to_numpy()
     cats = enc.dictionary.to_pylist()
     if "" in cats:  # blank means absent
@@ -62,8 +86,7 @@ class _Bytes:
     """A string column as numpy bytes and offsets, for parsing fixed-position formats without Python loops."""
 
     def __init__(self, arr: pa.Array | pa.ChunkedArray) -> None:
-        a = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-        self.arr = a.cast(pa.large_string())
+        self.arr = _strings(arr).cast(pa.large_string())
         bufs = self.arr.buffers()
         n = len(self.arr)
         off = np.frombuffer(bufs[1], np.int64, count=n + 1, offset=self.arr.offset * 8)
@@ -161,7 +184,9 @@ def _assemble(out: dict[str, pd.Series], n: int) -> pd.DataFrame:
 
 def _parse_times(arr: pa.ChunkedArray, tz: str) -> pa.Array:
     """``YYYY-MM-DDTHH:MM:SS`` (or epoch seconds); Unknown/None/blank → null; as timestamp[ns, UTC]."""
-    a = arr.combine_chunks()
+    if pa.types.is_timestamp(arr.type):  # the reader parsed them
+        return _localize(_array(arr).cast(pa.timestamp("ns")), tz)
+    a = _array(arr)
     length = pc.binary_length(a)
     iso = pc.equal(length, 19)
     ns = pa.timestamp("ns")
@@ -179,6 +204,11 @@ def _parse_times(arr: pa.ChunkedArray, tz: str) -> pa.Array:
     if pc.any(odd).as_py():  # epoch seconds (SLURM_TIME_FORMAT=%s)
         epoch = pc.cast(_int_or_null(pc.if_else(odd, a, pa.scalar(None, a.type))), pa.timestamp("s"))
         ts = pc.coalesce(ts, epoch.cast(ns))
+    return _localize(ts, tz)
+
+
+def _localize(ts: pa.Array, tz: str) -> pa.Array:
+    """Naive timestamp[ns] printed in ``tz`` → timestamp[ns, UTC]."""
     if tz != "UTC":
         return pc.assume_timezone(ts, tz, ambiguous="earliest", nonexistent="earliest").cast(
             pa.timestamp("ns", tz="UTC"))
@@ -187,6 +217,8 @@ def _parse_times(arr: pa.ChunkedArray, tz: str) -> pa.Array:
 
 def _durations_ns(arr: pa.ChunkedArray) -> pa.Array:
     """``[D-]HH:MM:SS`` / ``MM:SS.mmm`` → duration[ns]; anything else (UNLIMITED, blank) → null."""
+    if pa.types.is_duration(arr.type):  # the scanner parsed them
+        return _array(arr)
     t = _Bytes(arr)
     L = t.len
     windows = np.lib.stride_tricks.sliding_window_view(t.data, 9)
@@ -236,6 +268,8 @@ for _unit, _factor in fs.UNIT_FACTORS.items():
 
 def _memory_bytes(arr: pa.ChunkedArray) -> pa.Array:
     """``1294440K``/``16G``/``0``/``891.26M`` → bytes (int64); ``16?``/blank → null."""
+    if pa.types.is_integer(arr.type):  # the scanner parsed them
+        return _array(arr)
     t = _Bytes(arr)
     factor = np.where(t.valid, _FACTOR_BY_BYTE[t.at(-1)], 1.0)
     try:
@@ -252,13 +286,12 @@ def _seconds_to_duration(arr: pa.ChunkedArray | pa.Array) -> pa.Array:
     return pc.cast(pc.cast(ns, pa.int64()), pa.duration("ns"))
 
 
-Columns = dict[str, pa.ChunkedArray]
 
 
-def _encoded(arr: pa.ChunkedArray) -> tuple[pa.Array, list[Any]]:
-    """Dictionary-encode: (indices with nulls pointing one past the end, distinct values)."""
-    enc = (arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr).dictionary_encode()
-    values = enc.dictionary.to_pylist()
+def _encoded(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, list[Any]]:
+    """Dictionary-encode: (indices with nulls pointing one past the end, distinct values; blank → ``None``)."""
+    enc = _dictionary(arr)
+    values = [v if v != "" else None for v in enc.dictionary.to_pylist()]
     return pc.fill_null(enc.indices, len(values)), values
 
 
@@ -270,7 +303,12 @@ def _spread(encoded: tuple[pa.Array, list[Any]], fn: Callable[[Any], Any], typ: 
 
 def _ids(col: Columns, tz: str) -> dict[str, pd.Series]:
     """JobID: ``123``, ``123_4``, ``123_[5-9%2]``, ``123+1``, each optionally ``.step``."""
-    jobid = col["jobid"].combine_chunks()
+    if pa.types.is_struct(col["jobid"].type):  # the scanner took them apart
+        ids = col["jobid"]
+        out = {name: _str_series(_field(ids, name)) for name in ("job_id", "step", "array_job_id", "array_task_spec")}
+        out.update((name, _int_series(_field(ids, name))) for name in ("array_task_id", "het_offset"))
+        return out
+    jobid = _array(col["jobid"])
     fast = _ids_by_split(jobid) if not jobid.null_count else None
     return fast if fast is not None else _ids_by_bytes(jobid)
 
@@ -369,10 +407,20 @@ def _ids_by_bytes(jobid: pa.Array) -> dict[str, pd.Series]:
 def _raw_ids_and_rss(col: Columns, tz: str) -> dict[str, pd.Series]:
     """JobIDRaw (without the step) and MaxRSS, a job row taking the max over its steps when it has none."""
     out: dict[str, pd.Series] = {}
-    is_step = np.asarray(pc.fill_null(pc.greater_equal(pc.find_substring(col["jobid"], "."), 0), False))
-    job_key: Any = col["jobid"]
-    if "jobidraw" in col:
-        raw = col["jobidraw"].combine_chunks()
+    scanned = pa.types.is_struct(col["jobid"].type)
+    if scanned:  # the scanner took the ids apart
+        is_step = np.asarray(pc.is_valid(_field(col["jobid"], "step")))
+        job_key: Any = _field(col["jobid"], "job_id")
+    else:
+        jobid = _array(col["jobid"])
+        is_step = np.asarray(pc.fill_null(pc.greater_equal(pc.find_substring(jobid, "."), 0), False))
+        job_key = jobid
+    raw_struct = "jobidraw" in col and pa.types.is_struct(col["jobidraw"].type)
+    if raw_struct:
+        out["job_id_raw"] = _str_series(_field(col["jobidraw"], "job_id_raw"))
+        job_key = _field(col["jobidraw"], "key")
+    elif "jobidraw" in col:
+        raw = _strings(col["jobidraw"])
         parts = pc.split_pattern(raw, ".", max_splits=1)  # the part before the first dot
         offsets = np.asarray(parts.offsets)
         if (np.diff(offsets) == 2).any():
@@ -383,7 +431,7 @@ def _raw_ids_and_rss(col: Columns, tz: str) -> dict[str, pd.Series]:
     if "maxrss" in col:
         rss = _memory_bytes(col["maxrss"])
         if is_step.any():
-            if "jobidraw" not in col:  # key by the job part of JobID
+            if "jobidraw" not in col and not scanned:  # key by the job part of JobID
                 jt = _Bytes(col["jobid"])
                 dot = jt.find(".")
                 job_key = jt.slice(0, np.where(dot >= 0, dot, jt.len), jt.valid)
@@ -438,7 +486,7 @@ def _states(col: Columns, tz: str) -> dict[str, pd.Series]:
     """State (normalised and raw) and ExitCode, once per distinct value."""
     out: dict[str, pd.Series] = {}
     if "state" in col:
-        out["state_raw"] = _str_series(col["state"])
+        out["state_raw"] = _str_series(_strings(col["state"]))
         codes = _spread(_encoded(col["state"]), lambda v: _STATE_CODES[fs.normalize_state(v)], pa.int8())
         out["state"] = pd.Series(pd.Categorical.from_codes(codes.to_numpy(), dtype=COLUMNS["state"]))
     if "exitcode" in col:

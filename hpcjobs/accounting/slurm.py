@@ -23,20 +23,17 @@ Conventions (see :mod:`hpcjobs.accounting.schema` for the columns):
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from hpcjobs.accounting.cache import WindowCache, window_key
 from hpcjobs.accounting.sacct_columns import COLUMN_GROUPS, assemble_frame
+from hpcjobs.accounting.sacct_read import read_columns
 from hpcjobs.accounting.schema import conform, empty_frame
 from hpcjobs.accounting.slurm_json import read_sacct_json
 from hpcjobs.errors import SchedulerOutputError
@@ -118,37 +115,6 @@ def _sacct_time(t: datetime) -> str:
 # sacct --parsable2
 
 
-def _read_table(source: str | bytes | os.PathLike[str], names: list[str] | None) -> pa.Table:
-    """Read the ``|``-separated text as strings; ``names`` ``None``: take them from a header line."""
-    if isinstance(source, (str, bytes)):
-        data = source.encode() if isinstance(source, str) else source
-        first = data[: data.find(b"\n")] if b"\n" in data else data
-        stream: Any = io.BytesIO(data)
-    else:
-        with open(source, "rb") as fh:
-            first = fh.readline()
-        stream = os.fspath(source)
-    header = [f.strip().lower() for f in first.rstrip(b"\r\n").decode(errors="replace").split("|")]
-    if names is None:
-        if header[0] != "jobid":
-            raise SchedulerOutputError("no field list given and the text has no sacct header line")
-        names = header
-    skip = 1 if header[0] == names[0] else 0  # a header line (sacct without --noheader)
-    convert = pacsv.ConvertOptions(
-        column_types={n: pa.string() for n in names}, null_values=[""], strings_can_be_null=True,
-        quoted_strings_can_be_null=False,
-    )
-    try:
-        return pacsv.read_csv(
-            stream,
-            read_options=pacsv.ReadOptions(column_names=names, skip_rows=skip),
-            parse_options=pacsv.ParseOptions(delimiter="|", quote_char=False, escape_char=False),
-            convert_options=convert,
-        )
-    except pa.ArrowInvalid as exc:
-        raise SchedulerOutputError(f"sacct output does not have the {len(names)} fields asked for: {exc}") from exc
-
-
 def read_sacct_parsable2(
     source: str | bytes | os.PathLike[str],
     fields: Sequence[str] | None = SACCT_ACCOUNTING_FIELDS,
@@ -174,12 +140,10 @@ def read_sacct_parsable2(
     """
     if isinstance(source, (str, bytes)) and not source.strip():
         return empty_frame()
-    table = _read_table(source, [f.lower() for f in fields] if fields is not None else None)
-    names = table.column_names
-    n = table.num_rows
+    col = read_columns(source, [f.lower() for f in fields] if fields is not None else None)
+    n = len(next(iter(col.values())))
     if n == 0:
         return empty_frame()
-    col: dict[str, pa.ChunkedArray] = {name: table.column(name) for name in names}
     if "jobid" not in col:
         raise SchedulerOutputError("sacct fields must include JobID")
     out: dict[str, pd.Series] = {"scheduler": pd.Series(pd.Categorical.from_codes(np.zeros(n, np.int8), ["slurm"]))}
