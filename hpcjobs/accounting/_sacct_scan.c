@@ -273,9 +273,9 @@ static int parse_jobid(const char *p, size_t n, JobIdCol *c) {
     if (i < n && p[i] == '_') {
         i++;
         if (i < n && p[i] == '[') {
-            size_t s = ++i;
-            while (i < n && p[i] != ']') i++;
-            if (i == n || i == s) return 0;
+            size_t s = ++i; /* a range list: 1-3,5,7-15:2%4 */
+            while (i < n && (is_digit(p[i]) || p[i] == '-' || p[i] == ',' || p[i] == ':' || p[i] == '%')) i++;
+            if (i == n || p[i] != ']' || i == s) return 0;
             spec = p + s; spec_len = i - s; has_spec = 1;
             i++;
         } else {
@@ -332,6 +332,53 @@ static int add_field(Column *col, const char *p, size_t n) {
     case K_RAWID: return parse_rawid(p, n, &col->rid);
     }
     return 0;
+}
+
+/* ---------------------------------------------------------------- UTF-8, as Arrow requires of strings */
+
+/* One string: well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF). */
+static int utf8_valid(const unsigned char *p, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = p[i];
+        if (c < 0x80) { i++; continue; }
+        size_t k;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) k = 1;
+        else if (c >= 0xE0 && c <= 0xEF) { k = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+        else if (c >= 0xF0 && c <= 0xF4) { k = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+        else return 0;
+        if (i + k >= n) return 0; /* truncated */
+        if (p[i + 1] < lo || p[i + 1] > hi) return 0;
+        for (size_t j = 2; j <= k; j++)
+            if ((p[i + j] & 0xC0) != 0x80) return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
+/* Every string of a string column is UTF-8 (checked string by string only when a byte is not ASCII). */
+static int strings_valid(const StrCol *s) {
+    const unsigned char *d = (const unsigned char *)s->data.p;
+    size_t i = 0, n = s->data.len;
+    uint64_t high = 0, w;
+    for (; i + 8 <= n; i += 8) { memcpy(&w, d + i, 8); high |= w; }
+    for (; i < n; i++) high |= d[i];
+    if (!(high & 0x8080808080808080ULL)) return 1;
+    const int32_t *off = (const int32_t *)s->off.p;
+    size_t rows = s->off.len / 4 - 1;
+    for (size_t r = 0; r < rows; r++)
+        if (!utf8_valid(d + off[r], (size_t)(off[r + 1] - off[r]))) return 0;
+    return 1;
+}
+
+static int column_text_valid(const Column *c) {
+    switch (c->kind) {
+    case K_STR: return strings_valid(&c->str);
+    case K_DICT: return strings_valid(&c->dict.values);
+    case K_RAWID: return strings_valid(&c->rid.raw);
+    }
+    return 1;
 }
 
 /* ---------------------------------------------------------------- the scan */
@@ -471,6 +518,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     for (int f = 0; f < nf; f++) column_init(&cols[f], ((const unsigned char *)kinds.buf)[f], lines);
     rows = scan_lines((const char *)text.buf, start, end, cols, nf);
     for (int f = 0; f < nf; f++) failed |= column_failed(&cols[f]);
+    for (int f = 0; f < nf && rows >= 0 && !failed; f++)
+        if (!column_text_valid(&cols[f])) rows = -1; /* not UTF-8: the pyarrow reader reports it */
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&text);
     PyBuffer_Release(&kinds);

@@ -275,8 +275,14 @@ def _memory_bytes(arr: pa.ChunkedArray) -> pa.Array:
     try:
         value = pc.cast(pc.utf8_rtrim(t.arr, characters="KMGTPE"), pa.float64())
     except pa.ArrowInvalid:  # junk such as "16?": the scalar parser, once per distinct value
-        return _spread(_encoded(arr), lambda v: fs.parse_memory(v).bytes, pa.int64())
-    return pc.cast(pc.round(pc.multiply(value, pa.array(factor))), pa.int64())
+        def in_bytes(v: str | None) -> int | None:
+            found = fs.parse_memory(v).bytes
+            return found if found is not None and abs(found) < 2**63 else None
+
+        return _spread(_encoded(arr), in_bytes, pa.int64())
+    amount = pc.round(pc.multiply(value, pa.array(factor)))
+    fits = pc.less(pc.abs(amount), 2.0**63)  # past int64 (or nan/inf) is junk too
+    return pc.cast(pc.if_else(fits, amount, pa.scalar(None, pa.float64())), pa.int64())
 
 
 def _seconds_to_duration(arr: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -379,14 +385,17 @@ def _ids_by_bytes(jobid: pa.Array) -> dict[str, pd.Series]:
     dot, us, plus, lb, rb = jt.find_all("._+[]")
     job_len = np.where(dot >= 0, dot, L)
     plus = np.where(plus < job_len, plus, -1)  # a '+' after the dot is a truncated step name
+    us = np.where(us < job_len, us, -1)  # so is a '_'
     base_end = np.minimum.reduce([np.where(us >= 0, us, job_len), np.where(plus >= 0, plus, job_len), job_len])
     is_spec = (us >= 0) & (lb == us + 1) & (rb > lb)
     is_task = (us >= 0) & ~is_spec
     is_het = plus >= 0
     bad = ~jt.valid | (jt.at(0) - np.uint8(48) > 9) | (base_end < 1) | ((dot >= 0) & (dot + 1 >= L))
+    bad |= is_het & (us >= 0) & (plus < us)  # the het offset comes after the array part (2+3_4 is not an id)
+    bad |= is_spec & (rb > job_len)
     try:
-        task = pc.cast(jt.slice(us + 1, np.where(is_het, plus, job_len), is_task), pa.int64())
-        het = pc.cast(jt.slice(plus + 1, job_len, is_het), pa.int64())
+        task = pc.cast(jt.slice(us + 1, np.where(is_het, plus, job_len), is_task & ~bad), pa.int64())
+        het = pc.cast(jt.slice(plus + 1, job_len, is_het & ~bad), pa.int64())
     except pa.ArrowInvalid:
         bad |= True
     if bad.any():

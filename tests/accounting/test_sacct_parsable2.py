@@ -18,6 +18,7 @@ TESTBED_FIELDS = [
     "AllocCPUS", "ReqMem", "MaxRSS", "TotalCPU", "AllocTRES", "ReqTRES", "Timelimit", "NodeList",
 ]
 UTC = "UTC"
+pytestmark = pytest.mark.usefixtures("sacct_reader")  # each test under the C scanner and the pyarrow path
 
 
 def ts(text: str) -> pd.Timestamp:
@@ -31,7 +32,7 @@ def _check_schema(df: pd.DataFrame) -> None:
 
 
 @pytest.fixture(scope="module")
-def steps() -> pd.DataFrame:
+def steps(sacct_reader: str) -> pd.DataFrame:
     return read_sacct_parsable2(DATA / "testbed-22.05_sacct-steps-parsable2.txt", TESTBED_FIELDS)
 
 

@@ -16,7 +16,8 @@ from hpcjobs.accounting.slurm import read_sacct_parsable2
 from hpcjobs.formats import slurm as fs
 
 TESTBED = Path(__file__).resolve().parents[1] / "data" / "slurm" / "testbed"
-pytestmark = pytest.mark.skipif(not (TESTBED / "sacct.txt").exists(), reason="testbed captures not present")
+pytestmark = [pytest.mark.skipif(not (TESTBED / "sacct.txt").exists(), reason="testbed captures not present"),
+              pytest.mark.usefixtures("sacct_reader")]  # each test under the C scanner and the pyarrow path
 FIELDS = [
     "JobID", "JobIDRaw", "JobName", "User", "Account", "Partition", "QOS", "State", "ExitCode", "DerivedExitCode",
     "Submit", "Eligible", "Start", "End", "Elapsed", "ElapsedRaw", "Timelimit", "TimelimitRaw", "NNodes", "NCPUS",
@@ -36,7 +37,7 @@ def _row(df: pd.DataFrame, job_id: str, step: str | None = None) -> pd.Series:
 
 
 @pytest.fixture(scope="module")
-def steps() -> pd.DataFrame:
+def steps(sacct_reader: str) -> pd.DataFrame:
     return read_sacct_parsable2(TESTBED / "sacct.txt", FIELDS)
 
 
