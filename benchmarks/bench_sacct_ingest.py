@@ -9,6 +9,8 @@ state including ``CANCELLED by <uid>``, ``Unknown``/``None`` times, ``D-HH:MM:SS
 Run: ``python benchmarks/bench_sacct_ingest.py [--rows N] [--repeat R] [--keep FILE]``. Prints figures only.
 The baseline is ``pd.read_csv(path, sep="|", engine="pyarrow", dtype=str, header=None, names=fields)``: the
 text has no header line, so the names are given (the same work as letting it take a first line as header).
+``read_sacct_parsable2`` uses the compiled scanner when the build made it (hatch_build.py); the pure pyarrow
+path it falls back to is timed as well, for comparison.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from datetime import datetime, timedelta
 import numpy as np
 import pandas as pd
 
+from hpcjobs.accounting import sacct_scan
 from hpcjobs.accounting.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
 
 FIELDS = [f.lower() for f in SACCT_ACCOUNTING_FIELDS]
@@ -132,6 +135,16 @@ def _ours(path: str) -> int:
     return len(read_sacct_parsable2(__import__("pathlib").Path(path), SACCT_ACCOUNTING_FIELDS))
 
 
+def _ours_pyarrow(path: str) -> int:
+    """The same call with the compiled scanner switched off: the pure pyarrow path."""
+    ext = sacct_scan._ext
+    sacct_scan._ext = None
+    try:
+        return _ours(path)
+    finally:
+        sacct_scan._ext = ext
+
+
 def _baseline(path: str) -> int:
     names = list(SACCT_ACCOUNTING_FIELDS)
     return len(pd.read_csv(path, sep="|", engine="pyarrow", dtype=str, header=None, names=names))
@@ -205,8 +218,13 @@ def main() -> None:
         print(f"text: {path}, {size_mb:.0f} MB")
         _ours(path), _baseline(path)  # warm the page cache and imports
         assert _baseline(path) == _ours(path) == args.rows, "rows read differ from --rows"
+        fns: dict[str, Callable[[str], int]] = {"baseline": _baseline, "ours": _ours}
+        if sacct_scan.AVAILABLE:
+            fns["pyarrow"] = _ours_pyarrow
+        else:
+            print("the C scanner is not built: 'read_sacct_parsable2' below is the pure pyarrow path")
         load_before = os.getloadavg()[0]
-        runs = timed_interleaved({"baseline": _baseline, "ours": _ours}, path, args.repeat)
+        runs = timed_interleaved(fns, path, args.repeat)
         med = {k: statistics.median(w for w, _ in v) for k, v in runs.items()}
         best = {k: min(w for w, _ in v) for k, v in runs.items()}
         cpu = {k: statistics.median(c for _, c in v) for k, v in runs.items()}
@@ -216,9 +234,13 @@ def main() -> None:
               f" CPU {cpu['ours']:.3f} s")
         print(f"ratio: median {med['ours'] / med['baseline']:.2f}x, best {best['ours'] / best['baseline']:.2f}x, "
               f"CPU {cpu['ours'] / cpu['baseline']:.2f}x  (goal <= 1.5x)")
+        if "pyarrow" in runs:
+            print(f"  without the C scanner (pure pyarrow path): median {med['pyarrow']:.3f} s, "
+                  f"ratio {med['pyarrow'] / med['baseline']:.2f}x, CPU {cpu['pyarrow'] / cpu['baseline']:.2f}x")
         print(f"1-min load average: {load_before:.1f} before the timed runs, {os.getloadavg()[0]:.1f} after "
               f"(other processes skew wall times)")
-        for name, fn in (("read_csv baseline", _baseline), ("read_sacct_parsable2", _ours)):
+        for name, fn in (("read_csv baseline", _baseline), ("read_sacct_parsable2", _ours),
+                         ("read_sacct_parsable2, pyarrow path", _ours_pyarrow)):
             before, peak, pool, source = peak_memory_mib(fn, path)
             print(f"peak memory {name}: {peak:.0f} MiB RSS ({source}; {before:.0f} MiB before the call, "
                   f"+{peak - before:.0f} MiB), arrow pool peak {pool:.0f} MiB")
