@@ -2,8 +2,10 @@
 
 Used by :func:`hpcjobs.accounting.slurm.read_sacct_parsable2`. pyarrow compute kernels and numpy
 byte views parse the high-cardinality columns (ids, times, durations, MaxRSS); the low-cardinality
-ones (State, ExitCode, Timelimit, ReqMem, TRES, Comment) are parsed once per distinct value with the
-hand-tested scalar parsers of :mod:`hpcjobs.formats.slurm` and spread back with ``take``.
+ones (State, ExitCode, Timelimit, ReqMem, TRES) are parsed once per distinct value with the
+hand-tested scalar parsers of :mod:`hpcjobs.formats.slurm` and spread back with numpy gathers
+(:mod:`hpcjobs.accounting.sacct_numpy`: TRES and ReqMem once per combination of the three that occurs);
+the hpcjobs tag in Comment is searched by Arrow's regex kernel once per distinct tagged comment.
 
 Each column group (:data:`COLUMN_GROUPS`) maps the lower-cased field columns to finished Series;
 the groups are independent, so the caller may run them on threads (the kernels release the GIL).
@@ -20,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hpcjobs import states as st
+from hpcjobs.accounting import sacct_numpy as nx
 from hpcjobs.accounting.sacct_scan import Columns
 from hpcjobs.accounting.schema import COLUMNS
 from hpcjobs.errors import SchedulerOutputError
@@ -42,9 +45,7 @@ def _int_series(arr: pa.Array | pa.ChunkedArray | np.ndarray, mask: np.ndarray |
         values = arr.astype(np.int64, copy=False)
         mask = np.zeros(len(values), bool) if mask is None else mask
     else:
-        arr = pc.cast(arr, pa.int64())
-        values = np.asarray(pc.fill_null(arr, 0).to_numpy(), dtype=np.int64)
-        mask = pc.is_null(arr).to_numpy(zero_copy_only=False)
+        values, mask = nx.ints(arr)
     return pd.Series(pd.arrays.IntegerArray(values, mask), copy=False)
 
 
@@ -73,8 +74,8 @@ def _field(arr: pa.Array | pa.ChunkedArray, name: str) -> pa.Array | pa.ChunkedA
 
 def _category_series(arr: pa.Array | pa.ChunkedArray) -> pd.Series:
     enc = _dictionary(arr)
-    codes = pc.fill_null(enc.indices, -1).to_numpy()
     cats = enc.dictionary.to_pylist()
+    codes = nx.codes(enc, -1, nx.code_type(len(cats)))
     if "" in cats:  # blank means absent
         codes = np.where(codes == cats.index(""), -1, codes)
         codes = np.where(codes > cats.index(""), codes - 1, codes)
@@ -298,13 +299,33 @@ def _encoded(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, list[Any]]:
     """Dictionary-encode: (indices with nulls pointing one past the end, distinct values; blank → ``None``)."""
     enc = _dictionary(arr)
     values = [v if v != "" else None for v in enc.dictionary.to_pylist()]
-    return pc.fill_null(enc.indices, len(values)), values
+    return pa.array(nx.codes(enc, len(values), np.int64)), values
 
 
 def _spread(encoded: tuple[pa.Array, list[Any]], fn: Callable[[Any], Any], typ: pa.DataType) -> pa.Array:
     """``fn`` applied once per distinct value (and once to ``None``), spread back over the rows."""
     idx, values = encoded
     return pa.array([fn(v) for v in values] + [fn(None)], type=typ).take(idx)
+
+
+def _per_value(arr: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
+    """:func:`_encoded` with the codes in numpy (``intp``), for :func:`_spread_ints`."""
+    enc = _dictionary(arr)
+    values = [v if v != "" else None for v in enc.dictionary.to_pylist()]
+    return nx.codes(enc, len(values)), values
+
+
+def _spread_ints(encoded: tuple[np.ndarray, list[Any]], fn: Callable[[Any], Any], typ: pa.DataType = _INT64,
+                 then: Callable[[pa.Array], pa.Array] | None = None) -> nx.Ints:
+    """:func:`_spread` as numpy ``(values, missing)``: ``fn`` gives ``typ``, ``then`` (if given) makes that integers."""
+    idx, values = encoded
+    found = pa.array([fn(v) for v in values] + [fn(None)], type=typ)
+    return nx.Spread(nx.ints(then(found) if then is not None else found), idx).at(None)
+
+
+def _timedelta_series(values: np.ndarray, missing: np.ndarray) -> pd.Series:
+    """Nanoseconds (NaT where ``missing``) as a ``timedelta64[ns]`` Series."""
+    return pd.Series(np.where(missing, np.iinfo(np.int64).min, values).view("m8[ns]"), copy=False)
 
 
 def _ids(col: Columns, tz: str) -> dict[str, pd.Series]:
@@ -444,32 +465,43 @@ def _raw_ids_and_rss(col: Columns, tz: str) -> dict[str, pd.Series]:
                 jt = _Bytes(col["jobid"])
                 dot = jt.find(".")
                 job_key = jt.slice(0, np.where(dot >= 0, dot, jt.len), jt.valid)
-            rss = _fill_job_max(rss, job_key, is_step)
-        out["max_rss_bytes"] = _int_series(rss)
+            out["max_rss_bytes"] = _int_series(*_fill_job_max(rss, job_key, is_step))
+        else:
+            out["max_rss_bytes"] = _int_series(rss)
     return out
 
 
-def _fill_job_max(values: pa.Array, key: pa.Array, is_step: np.ndarray) -> pa.Array:
-    """Job rows lacking a value get the max over their steps (rows with the same key).
+def _fill_job_max(values: pa.Array, key: pa.Array, is_step: np.ndarray) -> nx.Ints:
+    """Job rows lacking a value get the max over their steps (rows with the same key), as ``(values, missing)``.
 
     sacct prints each job row followed by its steps; when the rows are in that order (checked),
     the max is one ``reduceat`` over the segments; otherwise a hash group-by does it.
     """
     job_rows = np.flatnonzero(~is_step)
-    v = np.asarray(pc.fill_null(values, -1))
-    if len(job_rows) and job_rows[0] == 0:
-        parent = job_rows[np.cumsum(~is_step) - 1]
-        steps = np.flatnonzero(is_step)
-        step_keys, parent_keys = key.take(pa.array(steps)), key.take(pa.array(parent[steps]))
-        if pc.all(pc.equal(step_keys, parent_keys)).as_py() is not False:
-            best = np.maximum.reduceat(np.where(is_step, v, -1), job_rows)
-            filled = v.copy()
-            filled[job_rows] = np.where(v[job_rows] >= 0, v[job_rows], best)
-            return pa.array(filled, mask=filled < 0)
+    raw, missing = nx.ints(values)
+    v = np.where(missing, -1, raw)
+    if len(job_rows) and job_rows[0] == 0 and _steps_follow_their_job(key, is_step, job_rows):
+        best = np.maximum.reduceat(np.where(is_step, v, -1), job_rows)
+        filled = v.copy()
+        job_values = v.take(job_rows)
+        filled[job_rows] = np.where(job_values >= 0, job_values, best)
+        unknown = filled < 0
+        return np.maximum(filled, 0), unknown
     step_mask = pa.array(is_step)
     per_job = pa.table({"k": key, "v": values}).filter(step_mask).group_by("k").aggregate([("v", "max")])
     from_steps = per_job.column("v_max").take(pc.index_in(key, value_set=per_job.column("k")))
-    return pc.if_else(step_mask, values, pc.coalesce(values, from_steps))
+    return nx.ints(pc.if_else(step_mask, values, pc.coalesce(values, from_steps)))
+
+
+def _steps_follow_their_job(key: pa.Array | pa.ChunkedArray, is_step: np.ndarray, job_rows: np.ndarray) -> bool:
+    """Whether each step row has the key of the job row before it (where both have one)."""
+    if pa.types.is_integer(key.type) and not key.null_count:  # then: the same key as the row before
+        k = nx.ints(key)[0]
+        return bool(((k[1:] == k[:-1]) | ~is_step[1:]).all())
+    parent = job_rows[np.cumsum(~is_step) - 1]
+    steps = np.flatnonzero(is_step)
+    step_keys, parent_keys = key.take(pa.array(steps)), key.take(pa.array(parent[steps]))
+    return pc.all(pc.equal(step_keys, parent_keys)).as_py() is not False
 
 
 def _texts(col: Columns, tz: str) -> dict[str, pd.Series]:
@@ -482,7 +514,10 @@ def _texts(col: Columns, tz: str) -> dict[str, pd.Series]:
                         ("qos", "qos"), ("cluster", "cluster")):
         if field in col:
             out[name] = _category_series(col[field])
-    if "comment" in col:  # the tag (hpcjobs.states.parse_job_tag), once per distinct comment
+    tagged = nx.job_tags(col["comment"]) if "comment" in col else None
+    if tagged is not None:
+        out["sweep_id"], out["chunk"] = tagged
+    elif "comment" in col:  # a chunk past int64: the scalar parser (hpcjobs.states.parse_job_tag) says so
         enc = _encoded(col["comment"])
         tags = {v: tag for v in enc[1] if (tag := st.parse_job_tag(v)) is not None}
         out["sweep_id"] = _category_series(_spread(enc, lambda v: tags[v].sweep_id if v in tags else None,
@@ -496,12 +531,12 @@ def _states(col: Columns, tz: str) -> dict[str, pd.Series]:
     out: dict[str, pd.Series] = {}
     if "state" in col:
         out["state_raw"] = _str_series(_strings(col["state"]))
-        codes = _spread(_encoded(col["state"]), lambda v: _STATE_CODES[fs.normalize_state(v)], pa.int8())
-        out["state"] = pd.Series(pd.Categorical.from_codes(codes.to_numpy(), dtype=COLUMNS["state"]))
+        codes, _ = _spread_ints(_per_value(col["state"]), lambda v: _STATE_CODES[fs.normalize_state(v)], pa.int8())
+        out["state"] = pd.Series(pd.Categorical.from_codes(codes.astype(np.int8), dtype=COLUMNS["state"]))
     if "exitcode" in col:
-        enc = _encoded(col["exitcode"])
-        out["exit_code"] = _int_series(_spread(enc, lambda v: fs.parse_exit_code(v)[0], pa.int64()))
-        out["exit_signal"] = _int_series(_spread(enc, lambda v: fs.parse_exit_code(v)[1], pa.int64()))
+        exit_codes = _per_value(col["exitcode"])
+        out["exit_code"] = _int_series(*_spread_ints(exit_codes, lambda v: fs.parse_exit_code(v)[0]))
+        out["exit_signal"] = _int_series(*_spread_ints(exit_codes, lambda v: fs.parse_exit_code(v)[1]))
     return out
 
 
@@ -532,8 +567,9 @@ def _durations(col: Columns, tz: str) -> dict[str, pd.Series]:
         minutes = _int_or_null(col["timelimitraw"])
         out["time_limit"] = pd.Series(_seconds_to_duration(pc.multiply(minutes, 60)).to_pandas())
     elif "timelimit" in col:
-        secs = _spread(_encoded(col["timelimit"]), fs.parse_duration, pa.float64())
-        out["time_limit"] = pd.Series(_seconds_to_duration(secs).to_pandas())
+        ns = _spread_ints(_per_value(col["timelimit"]), fs.parse_duration, pa.float64(),
+                          then=lambda secs: _seconds_to_duration(secs).cast(_INT64))
+        out["time_limit"] = _timedelta_series(*ns)
     if "totalcpu" in col:
         out["cpu_time"] = pd.Series(_durations_ns(col["totalcpu"]).to_pandas())
     return out
@@ -541,60 +577,17 @@ def _durations(col: Columns, tz: str) -> dict[str, pd.Series]:
 
 def _resources(col: Columns, tz: str) -> dict[str, pd.Series]:
     """CPUs, nodes, GPUs (count, type) and requested memory: allocated, else requested."""
-    out: dict[str, pd.Series] = {}
-    summaries: dict[str, tuple[pa.Array, list[fs.TresSummary]]] = {}
-
-    def tres(field: str, attr: str, typ: pa.DataType = _INT64) -> pa.Array | None:
-        if field not in col:
-            return None
-        if field not in summaries:
-            idx, values = _encoded(col[field])
-            summaries[field] = (idx, [fs.summarize_tres(v) for v in values] + [fs.TresSummary()])
-        idx, found = summaries[field]
-        return pa.array([getattr(x, attr) for x in found], type=typ).take(idx)
-
-    def first(*arrays: Any) -> Any:
-        present = [a for a in arrays if a is not None]
-        return pc.coalesce(*present) if len(present) > 1 else (present[0] if present else None)
-
-    def count(field: str) -> pa.ChunkedArray | None:  # 0 (pending, interim rows) means not known yet
-        if field not in col:
-            return None
-        value = _int_or_null(col[field])
-        return pc.if_else(pc.equal(value, 0), pa.scalar(None, pa.int64()), value)
-
-    cpus = first(count("alloccpus"), tres("alloctres", "cpus"), count("ncpus"), tres("reqtres", "cpus"),
-                 count("reqcpus"))
-    nodes = first(count("nnodes"), tres("alloctres", "nodes"), tres("reqtres", "nodes"))
-    gpus = first(tres("alloctres", "gpus"), tres("reqtres", "gpus"))
-    gpu_type = first(tres("alloctres", "gpu_type", pa.string()), tres("reqtres", "gpu_type", pa.string()))
-    for name, arr in (("cpus", cpus), ("nodes", nodes), ("gpus", gpus)):
-        if arr is not None:
-            out[name] = _int_series(arr)
-    if gpu_type is not None:
-        out["gpu_type"] = _category_series(gpu_type)
-    req_mem = None
-    if "reqmem" in col:  # whole job since 21.08; before: per CPU (Mc) or per node (Mn)
-        enc = _encoded(col["reqmem"])
-        mem = _spread(enc, lambda v: fs.parse_memory(v).bytes, pa.int64())
-        per = _spread(enc, lambda v: {"cpu": 1, "node": 2}.get(fs.parse_memory(v).per or "", 0), pa.int8())
-        if pc.any(pc.not_equal(per, 0)).as_py():
-            one = pa.scalar(1, pa.int64())
-            per_cpu = pc.coalesce(cpus, one) if cpus is not None else one
-            per_node = pc.coalesce(nodes, one) if nodes is not None else one
-            mem = pc.multiply(mem, pc.if_else(pc.equal(per, 1), per_cpu, pc.if_else(pc.equal(per, 2), per_node, one)))
-        req_mem = mem
-    req_mem = first(req_mem, tres("reqtres", "mem_bytes"))
-    if req_mem is not None:
-        out["req_mem_bytes"] = _int_series(req_mem)
-    return out
+    counts: dict[str, Any] = {f: _int_or_null(col[f]) for f in ("alloccpus", "ncpus", "reqcpus", "nnodes") if f in col}
+    encoded: dict[str, Any] = {f: _dictionary(col[f]) for f in ("alloctres", "reqtres", "reqmem") if f in col}
+    return nx.resources(counts, encoded, len(next(iter(col.values()))))
 
 
 #: The column groups, each ``(columns, tz) -> {schema column: Series}``, independent of each other and
-#: writing disjoint columns; costliest first (about 0.26, 0.19, 0.17, 0.17, 0.15, 0.15, 0.05 s CPU per
-#: million rows), so that two threads finish together.
+#: writing disjoint columns; costliest first as read by pyarrow (about 0.24, 0.15, 0.15, 0.05 s CPU per
+#: million rows, the last three 0.02-0.03 s), so that two threads finish together. From the scanner's
+#: columns each takes 0.01-0.04 s.
 COLUMN_GROUPS: tuple[Callable[[Columns, str], dict[str, pd.Series]], ...] = (
-    _ids, _resources, _raw_ids_and_rss, _texts, _times, _durations, _states,
+    _ids, _raw_ids_and_rss, _durations, _texts, _resources, _states, _times,
 )
 
 
