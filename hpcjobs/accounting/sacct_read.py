@@ -20,16 +20,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from hpcjobs.accounting.sacct_scan import Columns, scan_columns
+from hpcjobs.accounting.sacct_scan import (
+    COUNT_FIELDS,
+    DICTIONARY_FIELDS,
+    TIME_FIELDS,
+    Columns,
+    scan_columns,
+)
 from hpcjobs.errors import SchedulerOutputError
 
 _DICT = pa.dictionary(pa.int32(), pa.string())
 #: Field → the type the reader converts it to; fields not here stay strings.
 TYPED_FIELDS: dict[str, pa.DataType] = {
-    **{f: pa.timestamp("s") for f in ("submit", "eligible", "start", "end")},
-    **{f: pa.int64() for f in ("elapsedraw", "nnodes", "alloccpus", "reqcpus", "ncpus")},
-    **{f: _DICT for f in ("user", "account", "partition", "qos", "cluster", "state", "exitcode", "timelimit",
-                          "reqmem", "alloctres", "reqtres")},
+    **dict.fromkeys(TIME_FIELDS, pa.timestamp("s")), **dict.fromkeys(COUNT_FIELDS, pa.int64()),
+    **dict.fromkeys(DICTIONARY_FIELDS, _DICT),
 }
 _PARSE = pacsv.ParseOptions(delimiter="|", quote_char=False, escape_char=False)
 

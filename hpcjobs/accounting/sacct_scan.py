@@ -35,14 +35,16 @@ _ID_FIELDS = ["job_id", "step", "array_job_id", "array_task_spec", "array_task_i
 
 
 Columns = dict[str, pa.Array | pa.ChunkedArray]
-#: How each field is parsed (the scanner's K_* kinds by name); other fields are kept as text. The times,
-#: counts and dictionary fields are those :data:`hpcjobs.accounting.sacct_read.TYPED_FIELDS` types.
+#: Fields with a known sacct format (the same for both readers): times, counts, low-cardinality text.
+TIME_FIELDS = ("submit", "eligible", "start", "end")
+COUNT_FIELDS = ("elapsedraw", "nnodes", "alloccpus", "reqcpus", "ncpus")
+DICTIONARY_FIELDS = ("user", "account", "partition", "qos", "cluster", "state", "exitcode", "timelimit", "reqmem",
+                     "alloctres", "reqtres")
+#: How each field is parsed (the scanner's K_* kinds by name); other fields are kept as text.
 _KINDS: dict[str, str] = {
     "jobid": "K_JOBID", "jobidraw": "K_RAWID", "totalcpu": "K_DUR", "elapsed": "K_DUR", "maxrss": "K_MEM",
-    **dict.fromkeys(("submit", "eligible", "start", "end"), "K_TIME"),
-    **dict.fromkeys(("elapsedraw", "nnodes", "alloccpus", "reqcpus", "ncpus"), "K_INT"),
-    **dict.fromkeys(("user", "account", "partition", "qos", "cluster", "state", "exitcode", "timelimit",
-                     "reqmem", "alloctres", "reqtres"), "K_DICT"),
+    **dict.fromkeys(TIME_FIELDS, "K_TIME"), **dict.fromkeys(COUNT_FIELDS, "K_INT"),
+    **dict.fromkeys(DICTIONARY_FIELDS, "K_DICT"),
 }
 
 
