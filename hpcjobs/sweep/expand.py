@@ -20,9 +20,10 @@ import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.sweep.limits import check_sweep_size, range_count
 from hpcjobs.sweep.spec import (
     FilterError,
     RandomParam,
@@ -34,6 +35,9 @@ from hpcjobs.sweep.spec import (
     env_names,
     flatten_wandb,
 )
+
+if TYPE_CHECKING:
+    from hpcjobs.config.yamlio import YamlDocument
 
 Params = dict[str, Any]
 
@@ -180,15 +184,16 @@ def _range_values(args: list[Any], what: str) -> list[Any]:
     if not 1 <= len(args) <= 3 or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
         raise ConfigError(ConfigProblem("range() takes 1 to 3 numbers: range([start,] stop[, step])", key=what))
     start, stop, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
-    if step == 0:
-        raise ConfigError(ConfigProblem("range() step cannot be 0", key=what))
-    if all(isinstance(a, int) for a in (start, stop, step)):
-        if len(range(start, stop, step)) > _MAX_RANGE:
-            raise ConfigError(ConfigProblem(f"range() gives more than {_MAX_RANGE} values", key=what))
-        return list(range(start, stop, step))
-    count = max(0, math.ceil((stop - start) / step))
+    try:
+        count = range_count(start, stop, step)  # arithmetic: nothing is built before the count is known
+    except ValueError as exc:
+        raise ConfigError(ConfigProblem(str(exc), key=what)) from None
     if count > _MAX_RANGE:
-        raise ConfigError(ConfigProblem(f"range() gives more than {_MAX_RANGE} values", key=what))
+        shown = f"{count:,}" if count < 10**30 else f"about 10^{len(str(count)) - 1}"
+        raise ConfigError(ConfigProblem(f"range() gives {shown} values, more than the {_MAX_RANGE:,} allowed",
+                                        key=what))
+    if all(isinstance(a, int) for a in (start, stop, step)):
+        return list(range(start, stop, step))
     return [start + i * step for i in range(count)]
 
 
@@ -339,7 +344,7 @@ def _wandb_grid_values(p: WandbParam) -> list[Any]:
         return list(range(int(_num(p.min)), int(_num(p.max)) + 1))
     q: float = p.q if p.q is not None else 1  # q_uniform: W&B enumerates arange(min, max, q), max excluded
     lo, hi = _num(p.min), _num(p.max)
-    return [lo + i * q for i in range(max(0, math.ceil((hi - lo) / q)))]
+    return [lo + i * q for i in range(range_count(lo, hi, q))]
 
 
 def _grid(lists: Mapping[str, Sequence[Any]]) -> list[Params]:
@@ -372,14 +377,14 @@ def _match_key(value: Any) -> tuple[str, Any]:
     return ("s", value) if isinstance(value, str) else ("z", None)
 
 
-def _excluder(rules: list[dict[str, Any]], known: set[str]) -> Callable[[Params], bool] | None:
+def _excluder(rules: list[dict[str, Any]], known: set[str], where: str = "sweep") -> Callable[[Params], bool] | None:
     compiled: list[list[tuple[str, set[tuple[str, Any]]]]] = []
     for i, rule in enumerate(rules):
         for name in rule:
             if name not in known:
                 raise ConfigError(ConfigProblem(
                     f"exclude rule {i} names {name!r}, which the sweep does not define "
-                    f"(parameters: {', '.join(sorted(known)) or 'none'})", key=f"sweep.exclude.{i}"))
+                    f"(parameters: {', '.join(sorted(known)) or 'none'})", key=f"{where}.exclude.{i}"))
         compiled.append([(n, {_match_key(x) for x in (v if isinstance(v, list) else [v])}) for n, v in rule.items()])
     if not compiled:
         return None
@@ -389,7 +394,8 @@ def _excluder(rules: list[dict[str, Any]], known: set[str]) -> Callable[[Params]
     return excluded
 
 
-def _points_of(spec: SweepSpec, overrides: Mapping[str, Sequence[Any]] | None) -> list[Params]:
+def _points_of(spec: SweepSpec, overrides: Mapping[str, Sequence[Any]] | None, where: str = "sweep") -> list[Params]:
+    """The points of ``spec`` (its size already checked); ``where`` is its key path, for messages."""
     factors: list[list[Params]] = []
     if spec.is_wandb:
         flat = flatten_wandb(spec.parameters or {})
@@ -412,13 +418,13 @@ def _points_of(spec: SweepSpec, overrides: Mapping[str, Sequence[Any]] | None) -
             samplers = {n: _native_sampler(p) for n, p in spec.random.parameters.items()}
             factors.append(_draw(samplers, spec.random.seed, spec.random.samples))
         if spec.union:
-            factors.append([p for sub in spec.union for p in _points_of(sub, None)])
+            factors.append([p for i, sub in enumerate(spec.union) for p in _points_of(sub, None, f"{where}.union.{i}")])
     known = set(spec.param_names())
     if overrides:
         factors.append(_grid(overrides))
         known |= set(overrides)
     points = _product(factors)
-    excluded = _excluder(spec.exclude, known)
+    excluded = _excluder(spec.exclude, known, where)
     if excluded is not None:
         points = [p for p in points if not excluded(p)]
     if spec.filter:
@@ -427,16 +433,36 @@ def _points_of(spec: SweepSpec, overrides: Mapping[str, Sequence[Any]] | None) -
         if unknown:
             raise ConfigError(ConfigProblem(
                 f"filter names {', '.join(map(repr, unknown))}, which the sweep does not define "
-                f"(parameters: {', '.join(sorted(known)) or 'none'})", key="sweep.filter"))
+                f"(parameters: {', '.join(sorted(known)) or 'none'})", key=f"{where}.filter"))
         try:
             points = [p for p in points if flt(p)]
         except FilterError as exc:
-            raise ConfigError(ConfigProblem(str(exc), key="sweep.filter")) from None
+            raise ConfigError(ConfigProblem(str(exc), key=f"{where}.filter")) from None
     return points
 
 
-def expand(spec: SweepSpec | None, overrides: Sequence[str] | Mapping[str, Sequence[Any]] = ()) -> list[Point]:
+def _located(exc: ConfigError, doc: YamlDocument | None) -> ConfigError:
+    """``exc`` with its ``sweep...`` problems placed at their file:line in ``doc`` (others as they are)."""
+    if doc is None:
+        return exc
+    problems = []
+    for p in exc.problems:
+        if p.file is None and p.key and (p.key == "sweep" or p.key.startswith("sweep.")):
+            path = tuple(int(x) if x.isdigit() else x for x in p.key.split("."))
+            placed = doc.problem(path, p.message, expected=p.expected, choices=p.choices)
+            placed.key = p.key
+            problems.append(placed)
+        else:
+            problems.append(p)
+    return ConfigError(problems)
+
+
+def expand(spec: SweepSpec | None, overrides: Sequence[str] | Mapping[str, Sequence[Any]] = (), *,
+           doc: YamlDocument | None = None) -> list[Point]:
     """Expand a sweep (and command-line overrides) into its points, in a deterministic order.
+
+    The number of points of the product is computed from the spec first and checked against the
+    limit (see :mod:`hpcjobs.sweep.limits`): nothing is built for a sweep over it.
 
     Args:
         spec: The validated ``sweep:`` section; ``None`` or empty gives one point without parameters.
@@ -444,21 +470,31 @@ def expand(spec: SweepSpec | None, overrides: Sequence[str] | Mapping[str, Seque
             parsed grid. They combine with the sweep as a product (innermost loop); a name the
             sweep also defines takes the override's values instead. The top-level ``exclude`` and
             ``filter`` apply after the overrides.
+        doc: The experiment document the spec came from: problems found while expanding name its
+            file and the line of the ``sweep:`` key concerned (else they have no location).
 
     Returns:
         The points, duplicates dropped (first occurrence kept), indexed 0..N-1.
 
     Raises:
-        ConfigError: Bad overrides, ``exclude``/``filter`` naming an unknown parameter, a filter
-            that fails on a point, or parameter names that collide as environment variables.
+        ConfigError: Bad overrides, a product over the points limit, ``exclude``/``filter`` naming an
+            unknown parameter, a filter that fails on a point, or parameter names that collide as
+            environment variables.
     """
-    spec = spec or SweepSpec()
+    try:
+        return _expand(spec or SweepSpec(), overrides)
+    except ConfigError as exc:
+        raise _located(exc, doc) from None
+
+
+def _expand(spec: SweepSpec, overrides: Sequence[str] | Mapping[str, Sequence[Any]]) -> list[Point]:
     grid: dict[str, Sequence[Any]] = {}
     if isinstance(overrides, Mapping):
         grid.update(overrides)
     elif overrides:
         grid.update(parse_overrides(overrides))
     env_names([*spec.param_names(), *grid])
+    check_sweep_size(spec, grid or None)  # before a single point is built
     out: list[Point] = []
     seen: dict[str, str] = {}
     to_json = _CanonicalEncoder()

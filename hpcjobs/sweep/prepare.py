@@ -109,7 +109,7 @@ def prepare_sweep(
     experiment, doc = load_experiment(experiment_path, overrides)
     text = experiment_path.read_text(encoding="utf-8")
     site_config, site_file = load_site_for(experiment, site)
-    points = expand(experiment.sweep, sweep_args)
+    points = expand(experiment.sweep, sweep_args, doc=doc)
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
     sweep_id = make_sweep_id(experiment.name, text, overrides, sweep_args, site_config.name)
     return PreparedSweep(sweep_id, sweep_root(root) / sweep_id, experiment_path, text, experiment,

@@ -39,6 +39,9 @@ accepted and ignored. A random W&B sweep draws ``samples`` points if given, else
 ``seed`` (an hpcjobs extension, default 0) makes the draw reproducible. ``run_cap`` also caps a
 grid. ``method: bayes`` is refused: hpcjobs expands the whole sweep before submitting it.
 
+``max_points:`` caps the number of points of the sweep's product (default ``$HPCJOBS_MAX_POINTS``,
+else 1,000,000; see :mod:`hpcjobs.sweep.limits`): it is computed before any point is built.
+
 Parameter names are identifiers, dotted allowed (``model.depth``); values are scalars (text,
 integer, float, boolean, null). Each point's parameters reach the job as environment variables
 named by :func:`env_name` (``model.depth`` → ``model_depth``).
@@ -58,6 +61,7 @@ from pydantic import AfterValidator, Field, PositiveInt, WithJsonSchema, field_v
 
 from hpcjobs.config.types import StrictModel
 from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.sweep.limits import check_count_setting
 
 #: A parameter value: text, integer, float, boolean or null.
 Scalar = Union[bool, int, float, str, None]  # noqa: UP007 (pydantic needs the runtime union)
@@ -111,6 +115,8 @@ SweepValue = Annotated[Scalar, AfterValidator(check_value)]
 #: A sweep parameter name.
 ParamName = Annotated[str, AfterValidator(check_param_name)]
 Values = Annotated[list[SweepValue], Field(min_length=1)]
+#: A number of points (``samples``, ``run_cap``, ``max_points``): positive, at most ``MAX_POINTS_CEILING``.
+PointCount = Annotated[PositiveInt, AfterValidator(check_count_setting)]
 
 
 def env_name(param: str) -> str:
@@ -204,7 +210,7 @@ class RandomSweep(StrictModel):
     """``samples`` random points drawn with ``random.Random(seed)`` (same seed, same points)."""
 
     seed: int = Field(description="Seed of the random generator: the same seed gives the same points.")
-    samples: PositiveInt = Field(description="Number of points drawn (duplicates are dropped after drawing).")
+    samples: PointCount = Field(description="Number of points drawn (duplicates are dropped after drawing).")
     parameters: dict[ParamName, RandomParam] = Field(min_length=1, description="Distribution of each parameter.")
 
 
@@ -337,12 +343,15 @@ class SweepSpec(StrictModel):
         description="Drop a point when it matches every pair of a rule (a list value matches any of its items).")
     filter: str | None = Field(None, description="Keep only points for which this expression is true.")
     name: str | None = Field(None, description="A name for the sweep (documentation only).")
+    max_points: PointCount | None = Field(
+        None, description="Most points the sweep's product may have (default $HPCJOBS_MAX_POINTS, else 1,000,000); "
+        "counted before exclude/filter, checked before any point is built. Only the top-level value applies.")
     description: str | None = Field(None, description="Free text (documentation only).")
     # W&B sweep files
     method: str | None = Field(None, description="W&B sweep: grid or random.")
     parameters: dict[ParamName, WandbParam] | None = Field(None, description="W&B sweep parameters.")
-    run_cap: PositiveInt | None = Field(None, description="W&B: random sample count (unless samples); caps a grid.")
-    samples: PositiveInt | None = Field(None, description="W&B random: number of points drawn (overrides run_cap).")
+    run_cap: PointCount | None = Field(None, description="W&B: random sample count (unless samples); caps a grid.")
+    samples: PointCount | None = Field(None, description="W&B random: number of points drawn (overrides run_cap).")
     seed: int | None = Field(None, description="W&B random: seed of the draw (default 0).")
     metric: Any = Field(None, description="W&B: accepted and ignored.")
     program: Any = Field(None, description="W&B: accepted and ignored.")
