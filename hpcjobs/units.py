@@ -7,12 +7,32 @@ as Slurm and PBS both read them). Wall time is held as whole seconds.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 _MEM_RE = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[KMGTP]?)(?:I?B)?\s*$", re.IGNORECASE)
 _MEM_FACTORS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 
 MEMORY_EXAMPLES = "a size with a unit, such as 512M, 16G, 16GB or 1.5T"
 WALLTIME_EXAMPLES = "HH:MM:SS, D-HH:MM:SS, MM:SS, or a number with a unit such as 90m, 2h, 1d"
+
+#: Largest memory size accepted: 1 EiB (1024P), far above any node, far below what overflows.
+MAX_MEMORY_BYTES = 1024**6
+#: Longest wall time accepted: 100 years of 365 days (sites mean "unlimited" long before that).
+MAX_WALLTIME_SECONDS = 100 * 365 * 86400
+#: Most digits in one number of a size or a time (more is a typo or an attack, never a request).
+_MAX_DIGITS = 20
+
+
+def _shown(text: object) -> str:
+    """``repr(text)``, cut short when very long (a hostile value must not flood the message)."""
+    r = repr(text)
+    return r if len(r) <= 40 else f"{r[:30]}...({len(r)} characters)"
+
+
+def _check_digits(number: str, text: object) -> None:
+    digits = max((len(run) for run in re.findall(r"\d+", number)), default=0)
+    if digits > _MAX_DIGITS:
+        raise ValueError(f"a number with {digits} digits in {_shown(text)} is over the limit of {_MAX_DIGITS}")
 
 
 def parse_memory(text: str | int) -> int:
@@ -29,14 +49,18 @@ def parse_memory(text: str | int) -> int:
         raise ValueError(f"expected {MEMORY_EXAMPLES}, got {text!r}")
     if isinstance(text, int):
         if text < 0:
-            raise ValueError(f"memory cannot be negative: {text}")
-        return text
-    m = _MEM_RE.match(str(text))
-    raw_has_unit = bool(re.search(r"[A-Za-z]", str(text)))
-    if not m or not raw_has_unit:
-        raise ValueError(f"expected {MEMORY_EXAMPLES}, got {text!r}")
-    value = float(m["num"]) * _MEM_FACTORS[m["unit"].upper()]
-    return round(value)
+            raise ValueError(f"memory cannot be negative: {_shown(text)}")
+        nbytes = text
+    else:
+        m = _MEM_RE.match(str(text))
+        raw_has_unit = bool(re.search(r"[A-Za-z]", str(text)))
+        if not m or not raw_has_unit:
+            raise ValueError(f"expected {MEMORY_EXAMPLES}, got {_shown(text)}")
+        _check_digits(m["num"], text)
+        nbytes = round(Decimal(m["num"]) * _MEM_FACTORS[m["unit"].upper()])
+    if nbytes > MAX_MEMORY_BYTES:
+        raise ValueError(f"memory {_shown(text)} is over the maximum of 1024P (1 EiB)")
+    return nbytes
 
 
 def _scaled(nbytes: int, units: tuple[tuple[str, int], ...]) -> str:
@@ -91,8 +115,10 @@ def parse_walltime(text: str | int) -> int:
         s = str(text).strip()
         unit = _UNIT_RE.match(s)
         clock = _CLOCK_RE.match(s)
+        if unit or clock:
+            _check_digits(s, text)
         if unit:
-            seconds = round(float(unit["num"]) * _UNIT_SECONDS[unit["unit"].lower()])
+            seconds = round(Decimal(unit["num"]) * _UNIT_SECONDS[unit["unit"].lower()])
         elif clock:
             days = int(clock["days"] or 0)
             parts = [int(p) for p in (clock["a"], clock["b"], clock["c"]) if p is not None]
@@ -110,9 +136,11 @@ def parse_walltime(text: str | int) -> int:
                 raise ValueError(f"minutes and seconds must be below 60 in {s!r}")
             seconds = ((days * 24 + h) * 60 + m) * 60 + sec
         else:
-            raise ValueError(f"expected {WALLTIME_EXAMPLES}, got {text!r}")
+            raise ValueError(f"expected {WALLTIME_EXAMPLES}, got {_shown(text)}")
     if seconds <= 0:
-        raise ValueError(f"wall time must be positive, got {text!r}")
+        raise ValueError(f"wall time must be positive, got {_shown(text)}")
+    if seconds > MAX_WALLTIME_SECONDS:
+        raise ValueError(f"wall time {_shown(text)} is over the maximum of {MAX_WALLTIME_SECONDS // 86400} days")
     return seconds
 
 

@@ -1,6 +1,8 @@
 import pytest
 
 from hpcjobs.units import (
+    MAX_MEMORY_BYTES,
+    MAX_WALLTIME_SECONDS,
     format_memory_human,
     format_memory_pbs,
     format_memory_slurm,
@@ -67,3 +69,44 @@ def test_format_memory_per_scheduler():
     assert format_memory_slurm(1000) == "1M"  # rounded up to Slurm's smallest unit
     assert format_memory_pbs(1000) == "1kb"
     assert format_memory_human(int(1.5 * 1024**4)) == "1.5T"
+
+
+@pytest.mark.parametrize("text", ["9" * 400 + "G", "9" * 5000 + "M", "1." + "5" * 400 + "T"])
+def test_parse_memory_refuses_absurd_digit_counts_with_a_value_error(text):
+    # float("9" * 400) is inf and round(inf) raised OverflowError: a traceback instead of a message
+    with pytest.raises(ValueError, match=r"a number with \d+ digits .* over the limit of 20"):
+        parse_memory(text)
+
+
+def test_parse_memory_maximum_is_one_exbibyte():
+    assert MAX_MEMORY_BYTES == 1024**6
+    assert parse_memory("1024P") == 1024**6
+    assert parse_memory(1024**6) == 1024**6
+    for over in ("1025P", "1048577T", 1024**6 + 1):
+        with pytest.raises(ValueError, match=r"over the maximum of 1024P"):
+            parse_memory(over)
+
+
+def test_parse_memory_decimal_sizes_are_exact():
+    assert parse_memory("1.5T") == 3 * 1024**4 // 2
+    assert parse_memory("0.25G") == 256 * 1024**2
+
+
+@pytest.mark.parametrize("text", ["9" * 400 + "h", "9" * 400 + ":00:00", "1-" + "9" * 30, "1." + "0" * 30 + "1d"])
+def test_parse_walltime_refuses_absurd_digit_counts_with_a_value_error(text):
+    with pytest.raises(ValueError, match=r"a number with \d+ digits .* over the limit of 20"):
+        parse_walltime(text)
+
+
+def test_parse_walltime_maximum_is_a_hundred_years():
+    assert parse_walltime("36500d") == MAX_WALLTIME_SECONDS == 36500 * 86400
+    assert parse_walltime(36500 * 1440) == MAX_WALLTIME_SECONDS  # a bare integer is minutes
+    for over in ("36501d", "876001h", "36500-00:00:01", 36500 * 1440 + 1):
+        with pytest.raises(ValueError, match=r"over the maximum of 36500 days"):
+            parse_walltime(over)
+
+
+def test_long_values_are_cut_short_in_messages():
+    with pytest.raises(ValueError) as info:
+        parse_walltime("x" * 5000)
+    assert len(str(info.value)) < 200

@@ -9,7 +9,7 @@ from typing import Any
 
 from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.validation import validate_document
-from hpcjobs.config.yamlio import KeyPath, YamlDocument, parse_yaml, read_yaml
+from hpcjobs.config.yamlio import KeyPath, YamlDocument, YamlLimitError, parse_yaml, read_yaml
 from hpcjobs.errors import ConfigError, ConfigProblem
 
 
@@ -17,7 +17,7 @@ def parse_override(text: str) -> tuple[KeyPath, Any]:
     """Split ``resources.gpus_per_node=2`` into a key path and a YAML-typed value.
 
     Raises:
-        ConfigError: No ``=``, or an empty key.
+        ConfigError: No ``=``, or an empty key; a value over the YAML limits (:class:`YamlLimitError`).
     """
     key, sep, raw = text.partition("=")
     key = key.strip()
@@ -27,6 +27,10 @@ def parse_override(text: str) -> tuple[KeyPath, Any]:
         ))
     try:
         value = parse_yaml(raw, "--set").data if raw.strip() else ""
+    except YamlLimitError as exc:  # a 5000-digit number or an alias bomb is refused, not kept as text
+        for problem in exc.problems:
+            problem.key, problem.line, problem.column = key, None, None
+        raise
     except ConfigError:
         value = raw
     if isinstance(value, (dict, list)) or value is None:
