@@ -7,7 +7,6 @@ partition and sweep filters.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Sequence
@@ -17,7 +16,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from hpcjobs.errors import ConfigError
+from hpcjobs.accounting.input_checks import (
+    MAX_WINDOW,
+    READ_ERRORS,
+    check_tz,
+    check_window,
+    load_json,
+    locate_json_error,
+    locate_sacct_text_error,
+)
+from hpcjobs.errors import ConfigError, ConfigProblem
 
 #: Formats :func:`detect_format` can name.
 FORMATS = ("sacct-parsable2", "sacct-json", "qstat-json", "qstat-text", "torque-xml", "pbs-accounting",
@@ -25,6 +33,7 @@ FORMATS = ("sacct-parsable2", "sacct-json", "qstat-json", "qstat-text", "torque-
 
 _ACCOUNTING_LINE = re.compile(r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;[A-Za-z];[^;]+;", re.M)
 _RELATIVE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 @dataclass(frozen=True)
@@ -48,37 +57,41 @@ class ReportFilters:
     sweep: str | None = None
 
 
-def parse_when(text: str, *, now: datetime | None = None) -> datetime:
+def parse_when(text: str, *, now: datetime | None = None, option: str = "--since") -> datetime:
     """A time given on the command line: ``7d``/``12h``/``30m``/``2w`` ago, or an ISO date/time (UTC if naive).
 
+    Args:
+        text: What was given.
+        now: The current time (for ages).
+        option: The option it was given to, for messages.
+
     Raises:
-        ConfigError: Neither form.
+        ConfigError: Neither form, or a time before 1970 or more than 100 years away.
     """
     now = now or datetime.now(timezone.utc)
     m = _RELATIVE.match(text)
     if m:
-        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m[2]]
-        return now - timedelta(**{unit: int(m[1])})
+        if len(m[1]) > 12 or int(m[1]) * _UNIT_SECONDS[m[2]] > MAX_WINDOW.total_seconds():
+            raise ConfigError(ConfigProblem(
+                f"{text.strip()} is longer ago than reports reach (at most 100 years: {MAX_WINDOW.days}d)", key=option))
+        return check_window(now - timedelta(seconds=int(m[1]) * _UNIT_SECONDS[m[2]]), option, now=now)
     try:
         t = datetime.fromisoformat(text.strip())
     except ValueError:
         raise ConfigError(f"not a time: {text!r} (use a date like 2026-11-30, a time like "
                           "2026-11-30T08:00, or an age like 7d, 12h)") from None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    return check_window(t if t.tzinfo else t.replace(tzinfo=timezone.utc), option, now=now)
 
 
-def detect_format(text: str) -> str:
+def detect_format(text: str, file: str = "<text>") -> str:
     """Name the format of saved scheduler output (one of :data:`FORMATS`).
 
     Raises:
-        ConfigError: Not a format hpcjobs reads.
+        ConfigError: Not a format hpcjobs reads, or JSON that is invalid or absurdly deep.
     """
     head = text.lstrip()[:4096]
     if head.startswith("{"):
-        try:
-            doc = json.loads(text)
-        except ValueError as exc:
-            raise ConfigError(f"file looks like JSON but is not valid: {exc}") from None
+        doc = load_json(text, file)
         if isinstance(doc, dict) and isinstance(doc.get("jobs"), list):
             return "sacct-json"
         if isinstance(doc, dict) and ("Jobs" in doc or "pbs_version" in doc or "pbs_server" in doc):
@@ -121,7 +134,16 @@ def read_saved(path: str | os.PathLike[str], *, scheduler: str | None = None, tz
     # importing the schedulers package first resolves it. Remove when the cycle is fixed.
     import hpcjobs.schedulers  # noqa: F401
 
+    check_tz(tz)
     p = Path(path)
+    try:
+        return _read_saved(p, scheduler, tz, sacct_fields)
+    except READ_ERRORS as exc:  # what the locating readers below could not pin to a field
+        raise ConfigError(ConfigProblem(f"a value is out of range ({type(exc).__name__}: {str(exc)[:200]})",
+                                        file=str(p))) from None
+
+
+def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Sequence[str] | None) -> pd.DataFrame:
     if p.is_dir():
         fmt = "torque-accounting" if scheduler == "torque" else "pbs-accounting"
         text = ""
@@ -130,7 +152,12 @@ def read_saved(path: str | os.PathLike[str], *, scheduler: str | None = None, tz
             text = p.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             raise ConfigError(f"cannot read {p}: {exc.strerror}") from None
-        fmt = detect_format(text)
+        try:
+            fmt = detect_format(text, str(p))
+        except ConfigError as exc:
+            for problem in exc.problems:
+                problem.file = problem.file or str(p)
+            raise
     if scheduler == "torque" and fmt == "pbs-accounting":
         fmt = "torque-accounting"
     if scheduler == "pbspro" and fmt == "torque-accounting":
@@ -147,11 +174,25 @@ def read_saved(path: str | os.PathLike[str], *, scheduler: str | None = None, tz
         if n != len(fields):
             raise ConfigError(f"{p}: sacct text has {n} fields per line but {len(fields)} field names; save it "
                               "with its header (sacct --parsable2 without --noheader) or give --sacct-fields")
-        return read_sacct_parsable2(text, fields, tz=tz or "UTC")
+        try:
+            return read_sacct_parsable2(text, fields, tz=tz or "UTC")
+        except READ_ERRORS as exc:
+            located = locate_sacct_text_error(text, fields, str(p), exc,
+                                              lambda t: read_sacct_parsable2(t, fields, tz=tz or "UTC"))
+            if located is None:
+                raise
+            raise located from None
     if fmt == "sacct-json":
         from hpcjobs.accounting.slurm import read_sacct_json
 
-        return read_sacct_json(text)
+        doc = load_json(text, str(p))
+        try:
+            return read_sacct_json(doc)
+        except READ_ERRORS as exc:
+            located = locate_json_error(doc, text, str(p), exc, read_sacct_json)
+            if located is None:
+                raise
+            raise located from None
     if fmt == "qstat-json":
         from hpcjobs.accounting.pbs import read_qstat_json
 

@@ -65,6 +65,33 @@ def _seconds(td: pd.Series) -> pd.Series:
     return td.dt.total_seconds().astype("Float64")
 
 
+def _negative(seconds: pd.Series) -> pd.Series:
+    """Where a duration in seconds is below 0 (an end before its start: damaged accounting), False for NA."""
+    return seconds.lt(0).fillna(False).astype(bool)
+
+
+def input_warnings(df: pd.DataFrame) -> list[str]:
+    """Warnings about the data of a report: job rows whose elapsed or CPU time is negative.
+
+    Such rows (an end before the start, in damaged or hand-edited accounting) get NA efficiencies
+    and core-hours in :func:`efficiency` instead of negative ones; this counts them.
+
+    Args:
+        df: A schema DataFrame.
+
+    Returns:
+        One message per kind of problem found (empty when there is none).
+    """
+    jobs = df[df["step"].isna()]
+    out = []
+    for column, what in (("elapsed", "elapsed time (end before start)"), ("cpu_time", "CPU time")):
+        n = int(_negative(_seconds(jobs[column])).sum())
+        if n:
+            out.append(f"{n} job{'s' if n != 1 else ''} with a negative {what}: their efficiencies and "
+                       "core-hours are left empty")
+    return out
+
+
 def job_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The job/allocation rows of ``df`` (``step`` is NA), one per job.
 
@@ -122,13 +149,17 @@ def efficiency(df: pd.DataFrame, gpu: pd.DataFrame | None = None) -> pd.DataFram
 
     Returns:
         One row per job with :data:`EFFICIENCY_COLUMNS`. Ratios are ``Float64`` fractions (0.25 = 25 %),
-        hours ``Float64``; NA where undefined (no elapsed time, no request, no limit, no sampler file).
+        hours ``Float64``; NA where undefined (no elapsed time, no request, no limit, no sampler file,
+        a negative elapsed or CPU time: see :func:`input_warnings`).
     """
     jobs = job_rows(df)
     elapsed_s = _seconds(jobs["elapsed"])
     cpus = jobs["cpus"].astype("Float64")
     gpus = jobs["gpus"].astype("Float64")
     cpu_s = _seconds(jobs["cpu_time"])
+    damaged = _negative(elapsed_s) | _negative(cpu_s)  # counted by input_warnings: never negative hours
+    elapsed_s = elapsed_s.mask(damaged)
+    cpu_s = cpu_s.mask(damaged)
     out = pd.DataFrame({c: jobs[c] for c in EFFICIENCY_COLUMNS[:19]})
     out["cpu_efficiency"] = _ratio(cpu_s, cpus * elapsed_s)
     out["mem_efficiency"] = _ratio(jobs["max_rss_bytes"], jobs["req_mem_bytes"])

@@ -130,6 +130,8 @@ def read_sacct_json(source: str | bytes | dict[str, Any] | os.PathLike[str]) -> 
         text = Path(source).read_bytes() if isinstance(source, os.PathLike) else source
         try:
             doc = json.loads(text)
+        except RecursionError:
+            raise SchedulerOutputError("sacct --json output is nested too deeply to be sacct output") from None
         except ValueError as exc:
             raise SchedulerOutputError(f"sacct --json output is not JSON: {exc}") from exc
     jobs = doc.get("jobs") if isinstance(doc, dict) else None

@@ -114,10 +114,12 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
     if as_csv and as_json:
         raise ConfigError("choose one of --csv and --json")
     filters = ReportFilters(
-        since=parse_when(since) if since else None, until=parse_when(until) if until else None,
+        since=parse_when(since) if since else None, until=parse_when(until, option="--until") if until else None,
         users=users, accounts=accounts, partitions=partitions, sweep=sweep)
     df = load_report_frame(filters, from_file=from_file, scheduler=scheduler, tz=tz,
                            sacct_fields=sacct_fields.split(",") if sacct_fields else None, all_users=all_users)
+    for warning in reports.input_warnings(df):
+        click.echo(f"warning: {warning}", err=True)
     gpu = None
     if gpu_logs:
         from hpcjobs.accounting.gpu import find_gpu_files, gpu_job_summary
