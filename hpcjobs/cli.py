@@ -162,7 +162,7 @@ def render(experiment: str, site: str | None, overrides: tuple[str, ...], output
 
         from hpcjobs.output import atomic_write_text
 
-        path = atomic_write_text(Path(output_dir) / rendered.filename, rendered.text, mode=0o755)
+        path = atomic_write_text(Path(output_dir) / rendered.filename, rendered.text, mode=0o700)
         click.echo(str(path))
     else:
         click.echo(rendered.text, nl=False)

@@ -1,4 +1,9 @@
-"""Writing files atomically: readers see the old file or the new one, never half of it."""
+"""Writing files atomically: readers see the old file or the new one, never half of it.
+
+Files are private to their owner whatever the umask: ``tempfile.mkstemp`` creates them 0600
+(:data:`PRIVATE_FILE_MODE`), and batch scripts, which hold the job's environment values, are
+made executable for their owner only (:data:`SCRIPT_MODE`, 0700).
+"""
 
 from __future__ import annotations
 
@@ -9,12 +14,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+#: Mode of a written batch script: read, write and run by its owner only.
+SCRIPT_MODE = 0o700
+#: Mode of every other written file (what ``mkstemp`` creates): read and write by its owner only.
+PRIVATE_FILE_MODE = 0o600
+
 
 @contextlib.contextmanager
 def atomic_writer(path: str | Path, *, binary: bool = False, mode: int | None = None) -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path``; on a clean exit, fsync it and rename it over ``path``.
 
-    On an exception the temporary file is removed and ``path`` is left as it was.
+    The file gets ``mode`` (default :data:`PRIVATE_FILE_MODE`, 0600), whatever the umask. On an
+    exception the temporary file is removed and ``path`` is left as it was.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -25,8 +36,7 @@ def atomic_writer(path: str | Path, *, binary: bool = False, mode: int | None = 
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, PRIVATE_FILE_MODE if mode is None else mode)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

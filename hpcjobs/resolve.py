@@ -7,11 +7,13 @@ naming the file, the key, the limit, and the partitions that would fit.
 
 from __future__ import annotations
 
-import re
+import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from hpcjobs.config.experiment import Experiment
+from hpcjobs.config.policy import directive_names, forbidden_in, looks_like_secret, slurm_exports_environment
 from hpcjobs.config.site import Partition, SiteConfig
 from hpcjobs.config.yamlio import YamlDocument
 from hpcjobs.errors import ConfigError, ConfigProblem
@@ -19,13 +21,31 @@ from hpcjobs.launch.settings import LaunchSettings, launch_problems, resolve_lau
 from hpcjobs.schedulers.base import ArraySpec
 from hpcjobs.units import format_memory_human, format_walltime_slurm
 
+__all__ = ["JobSecret", "ResolvedJob", "directive_names", "resolve"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JobSecret:
+    """A variable the job reads at run time: from a file (``file``) or the submitter's environment (``env``).
+
+    Only where the value is, never the value, is part of a resolved job.
+    """
+
+    name: str
+    env: str | None = None
+    file: str | None = None
+
 
 @dataclass(frozen=True)
 class ResolvedJob:
     """A job ready to render: every default applied, every limit checked.
 
     Memory is per node in bytes; wall time in seconds. ``None`` means "leave it
-    to the scheduler's default" (and nothing is written for it).
+    to the scheduler's default" (and nothing is written for it). ``secrets`` say where the job
+    reads each secret (never its value); ``warnings`` are for the person who asked (the command
+    line prints them); ``site_file`` is the site config's path, for locating its problems.
     """
 
     name: str
@@ -51,6 +71,9 @@ class ResolvedJob:
     params: dict[str, str] = field(default_factory=dict)
     array: ArraySpec | None = None
     launch: LaunchSettings | None = None
+    secrets: tuple[JobSecret, ...] = ()
+    warnings: tuple[str, ...] = ()
+    site_file: str = ""
 
     @property
     def scheduler(self) -> str:
@@ -67,21 +90,6 @@ class ResolvedJob:
     def partition_config(self) -> Partition | None:
         """The chosen partition's limits, if the site defines partitions."""
         return self.site.partitions.get(self.partition) if self.partition else None
-
-
-_DIRECTIVE_NAME_RE = re.compile(r"^\s*--?([A-Za-z][A-Za-z0-9_-]*)")
-_RESOURCE_RE = re.compile(r"(?:^|[:,\s])([A-Za-z_][A-Za-z0-9_]*)=")
-
-
-def directive_names(directive: str) -> set[str]:
-    """Names a raw directive sets: ``--mem=4G`` → {mem}; ``-l select=1:mem=4gb`` → {l, select, mem}."""
-    names: set[str] = set()
-    m = _DIRECTIVE_NAME_RE.match(directive)
-    if m:
-        names.add(m.group(1))
-    if re.match(r"^\s*-l\b", directive):
-        names.update(_RESOURCE_RE.findall(directive[m.end():] if m else directive))
-    return names
 
 
 def _fit_problems(req: Experiment, walltime: int | None, memory: int | None, part: Partition) -> list[tuple[str, str]]:
@@ -190,7 +198,7 @@ def resolve(
 
     forbidden = set(site.forbidden_directives)
     for i, d in enumerate(exp.directives):
-        bad = directive_names(d) & forbidden
+        bad = forbidden_in(d, forbidden, site.scheduler)
         if bad:
             problems.append(_problem(doc, f"directives.{i}",
                                      f"site {site.name!r} does not accept the directive(s) {', '.join(sorted(bad))}"
@@ -199,6 +207,8 @@ def resolve(
     walltime = r.walltime or (part.default_walltime if part else None)
     for key, msg in launch_problems(exp, site, walltime):
         problems.append(_problem(doc, key, msg, site_file))
+    extra = list(site.directives) + (list(part.directives) if part else []) + list(exp.directives)
+    problems += _secret_problems(exp, site, extra, doc, site_file)
     if problems:
         raise ConfigError(problems)
 
@@ -213,7 +223,9 @@ def resolve(
     all_params.update(params or {})
     env.update(all_params)
     body = exp.command if exp.command else (exp.script or "")
-    extra = list(site.directives) + (list(part.directives) if part else []) + list(exp.directives)
+    warnings = _secret_warnings(exp, doc)
+    for text in warnings:
+        log.warning("warning: %s", text)
     return ResolvedJob(
         name=exp.name,
         site=site,
@@ -239,4 +251,46 @@ def resolve(
         array=array,
         launch=resolve_launch(exp.launch, site, gpus_per_node=r.gpus_per_node, tasks_per_node=r.tasks_per_node,
                               walltime=walltime),
+        secrets=tuple(JobSecret(name, s.env, s.file) for name, s in exp.secrets.items()),
+        warnings=warnings,
+        site_file=site_file,
     )
+
+
+def _secret_problems(exp: Experiment, site: SiteConfig, directives: list[str], doc: YamlDocument | None,
+                     site_file: str) -> list[ConfigProblem]:
+    """Secrets this site cannot deliver without writing their values somewhere others can read."""
+    problems: list[ConfigProblem] = []
+    for name, secret in exp.secrets.items():
+        if secret.env is None:
+            continue
+        if site.scheduler in ("pbspro", "torque"):
+            # qsub -v/-V put the value in the job's Variable_List attribute, which qstat -f shows.
+            problems.append(_problem(
+                doc, f"secrets.{name}.env",
+                f"site {site.name!r} runs {site.scheduler}: passing a secret from the environment would need "
+                "`qsub -v`, which stores its value in the job's attributes (shown by `qstat -f`); "
+                "use `file:` instead (a file only you can read, e.g. chmod 600 ~/.secret)", site_file))
+        elif site.scheduler == "slurm" and not slurm_exports_environment(directives):
+            problems.append(_problem(
+                doc, f"secrets.{name}.env",
+                "an --export directive stops sbatch passing the submitter's environment to the job, so this "
+                "secret would not arrive; use `file:` or --export=ALL", site_file))
+    return problems
+
+
+def _secret_warnings(exp: Experiment, doc: YamlDocument | None) -> tuple[str, ...]:
+    """Warnings about credentials written into the script in clear text, and secrets not set here."""
+    out: list[str] = []
+    for section, values in (("environment", exp.environment), ("params", exp.params)):
+        for name in values:
+            if looks_like_secret(name):
+                where = _problem(doc, f"{section}.{name}", "", "")
+                out.append(f"{where}looks like a credential, and values in {section}: are written into the "
+                           f"script in clear text; use `secrets: {{{name}: {{env: {name}}}}}` or "
+                           "`{file: PATH}` so the job reads it at run time")
+    for name, secret in exp.secrets.items():
+        if secret.env is not None and secret.env not in os.environ:
+            where = _problem(doc, f"secrets.{name}.env", "", "")
+            out.append(f"{where}${secret.env} is not set here; the job stops unless it is set when you submit")
+    return tuple(out)

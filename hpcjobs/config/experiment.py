@@ -10,6 +10,7 @@ from hpcjobs.config.types import (
     DirectivePath,
     EnvName,
     EnvValue,
+    ExportName,
     Memory,
     Name,
     OneLine,
@@ -111,6 +112,27 @@ class Launch(StrictModel):
         return self.launcher != "none" or self.preemptible or self.gpu_sampler
 
 
+class Secret(StrictModel):
+    """Where a job reads a secret at run time; its value is never written into a script or sweep folder."""
+
+    env: EnvName | None = Field(
+        None, description="Take the value from this variable of the submitter's environment (Slurm and local "
+        "sites: sbatch passes the submitter's environment to the job by default; refused on PBS/Torque, "
+        "where `qsub -v` would store the value in the job's attributes that `qstat -f` shows).",
+    )
+    file: OneLine | None = Field(
+        None, description="Read the value from this file when the job starts (~/ is the job's home "
+        "directory; trailing newlines are dropped). The job stops if the file is missing or readable by "
+        "group or others (chmod 600 it).",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Secret:
+        if (self.env is None) == (self.file is None):
+            raise ValueError("give exactly one of 'env' or 'file'")
+        return self
+
+
 class Experiment(StrictModel):
     """One experiment: a job description, optionally swept over parameters."""
 
@@ -121,7 +143,13 @@ class Experiment(StrictModel):
     account: Name | None = None
     qos: Name | None = None
     resources: Resources = Field(default_factory=Resources)
-    environment: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Exported, quoted, in the job.")
+    environment: dict[ExportName, EnvValue] = Field(default_factory=dict, description="Exported, quoted, in the job.")
+    secrets: dict[ExportName, Secret] = Field(
+        default_factory=dict,
+        description="Variables the job reads at run time from a file or the submitter's environment; their "
+        "values are never written into the script, e.g. {WANDB_API_KEY: {env: WANDB_API_KEY}, "
+        "DB_PASSWORD: {file: ~/.db_password}}.",
+    )
     modules: list[OneLine] = Field(default_factory=list, description="Modules to load after the site's.")
     setup: list[str] = Field(default_factory=list, description="Shell lines run before the command.")
     workdir: str | None = Field(None, description="Directory the command runs in (default: submit directory).")
@@ -130,7 +158,7 @@ class Experiment(StrictModel):
     script: str | None = Field(None, description="A multi-line script body to run instead of a command.")
     directives: list[OneLine] = Field(default_factory=list, description="Extra raw scheduler directives.")
     template: str | None = Field(None, description="Template to render with instead of the site's.")
-    params: dict[EnvName, EnvValue] = Field(
+    params: dict[ExportName, EnvValue] = Field(
         default_factory=dict,
         description="Fixed parameters, exported (quoted) as environment variables and visible to templates.",
     )
@@ -151,4 +179,11 @@ class Experiment(StrictModel):
             return self
         if bool(self.command) == bool(self.script):
             raise ValueError("give exactly one of 'command' or 'script'")
+        return self
+
+    @model_validator(mode="after")
+    def _secrets_apart(self) -> Experiment:
+        both = sorted(set(self.secrets) & (set(self.environment) | set(self.params)))
+        if both:
+            raise ValueError(f"{', '.join(both)}: set both as a secret and in environment/params; keep the secret")
         return self

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
-from hpcjobs.config.types import EnvName, EnvValue, Memory, Name, OneLine, StrictModel, Walltime
+from hpcjobs.config.types import EnvName, EnvValue, ExportName, Memory, Name, OneLine, StrictModel, Walltime
 
 SchedulerName = Literal["slurm", "pbspro", "torque", "local"]
 SCHEDULERS: tuple[str, ...] = ("slurm", "pbspro", "torque", "local")
@@ -73,7 +73,7 @@ class SchedulerLimits(StrictModel):
 class SiteDistributed(StrictModel):
     """What distributed (multi-GPU, multi-node) jobs need on this cluster: NCCL settings, modules, launchers."""
 
-    environment: dict[EnvName, EnvValue] = Field(
+    environment: dict[ExportName, EnvValue] = Field(
         default_factory=dict,
         description="Exported in jobs with GPUs or a launcher (e.g. NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_DEBUG).",
     )
@@ -148,7 +148,7 @@ class SiteConfig(StrictModel):
     )
     modules: list[OneLine] = Field(default_factory=list, description="Modules loaded in every job.")
     module_purge: bool = Field(False, description="Run 'module purge' before loading modules.")
-    environment: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Exported in every job.")
+    environment: dict[ExportName, EnvValue] = Field(default_factory=dict, description="Exported in every job.")
     directives: list[OneLine] = Field(default_factory=list, description="Extra directives for every job.")
     forbidden_directives: list[str] = Field(
         default_factory=list,

@@ -45,13 +45,49 @@ Walltime = Annotated[
     WithJsonSchema({"type": ["string", "integer"], "description": f"wall time: {WALLTIME_EXAMPLES}"}),
 ]
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+@-]*$")
-_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Names are matched whole (``fullmatch``): with ``re.match``, a pattern ending in ``$`` also accepts a
+#: trailing newline, and ``gpu_type: "v100\n"`` would split a directive line in two.
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+@-]*")
+_ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+#: Longest job, partition, account, QoS, site or GPU-type name. A sweep folder is named
+#: ``<name>-<8 hex>`` and must fit a file name (255 bytes on Linux filesystems); schedulers keep
+#: far shorter names anyway.
+MAX_NAME_LENGTH = 128
+
+#: Variables the job's environment, parameters and secrets may not set, and why. The bash ones
+#: are from the bash manual ("Bash Variables", "Shell Variables"); the loader ones from ld.so(8).
+#: ``ENV`` stays allowed: POSIX shells read it only when interactive, and it is a common
+#: application setting (``ENV=production``).
+_READ_ONLY = "is read-only in bash: assigning it fails and stops the job"
+RESERVED_ENV_REASONS: dict[str, str] = {
+    "BASHOPTS": _READ_ONLY, "BASH_VERSINFO": _READ_ONLY, "EUID": _READ_ONLY, "PPID": _READ_ONLY,
+    "SHELLOPTS": _READ_ONLY, "UID": _READ_ONLY,
+    "IFS": "splits every unquoted expansion in the job's shell",
+    "PS4": "is expanded (command substitutions included) on every traced line",
+    "BASH_ENV": "names a file every non-interactive bash the job starts runs first",
+    "BASH_XTRACEFD": "redirects the shell's trace output",
+    "CDPATH": "changes where `cd` goes",
+    "GLOBIGNORE": "changes what file patterns match",
+    "SHELL": "is the shell tools start for commands",
+    "PATH": "decides which programs run; a literal value hides the system's and the modules' commands "
+            "(extend it in `setup:`: export PATH=\"$HOME/bin:$PATH\")",
+    "HOME": "is the home directory `~` means",
+    "PWD": "is kept by the shell", "OLDPWD": "is kept by the shell",
+    "LD_PRELOAD": "makes the dynamic loader load a library into every program",
+    "LD_AUDIT": "makes the dynamic loader load a library into every program",
+    "LD_LIBRARY_PATH": "is set by modules for the libraries programs load (extend it in `setup:`)",
+}
+RESERVED_ENV_NAMES: frozenset[str] = frozenset(RESERVED_ENV_REASONS)
+#: Prefix of the variables hpcjobs sets in every job (job name, site, sweep, point, run folder).
+RESERVED_ENV_PREFIX = "HPCJOBS_"
 
 
 def _name(value: str) -> str:
-    if not _NAME_RE.match(value):
+    if len(value) > MAX_NAME_LENGTH:
+        raise ValueError(f"names are at most {MAX_NAME_LENGTH} characters (this one has {len(value)})")
+    if not _NAME_RE.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a valid name: use letters, digits and _ . + - @ (starting with a letter or digit)"
         )
@@ -59,8 +95,25 @@ def _name(value: str) -> str:
 
 
 def _env_name(value: str) -> str:
-    if not _ENV_RE.match(value):
+    if not _ENV_RE.fullmatch(value):
         raise ValueError(f"{value!r} is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+    return value
+
+
+def reserved_env_reason(name: str) -> str | None:
+    """Why the job may not set ``name`` (``None`` when it may)."""
+    if name in RESERVED_ENV_REASONS:
+        return f"{name} cannot be set here: it {RESERVED_ENV_REASONS[name]}"
+    if name.startswith(RESERVED_ENV_PREFIX):
+        return f"{name}: variables starting with {RESERVED_ENV_PREFIX} are set by hpcjobs"
+    return None
+
+
+def _export_name(value: str) -> str:
+    _env_name(value)
+    reason = reserved_env_reason(value)
+    if reason:
+        raise ValueError(reason)
     return value
 
 
@@ -81,9 +134,15 @@ def _directive_path(value: str) -> str:
 
 
 #: Job, partition, queue, account, QoS, site and GPU-type names.
-Name = Annotated[str, AfterValidator(_name)]
+Name = Annotated[str, AfterValidator(_name), WithJsonSchema(
+    {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.+@-]*$", "maxLength": MAX_NAME_LENGTH})]
 #: An environment variable name.
-EnvName = Annotated[str, AfterValidator(_env_name)]
+EnvName = Annotated[str, AfterValidator(_env_name), WithJsonSchema(
+    {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"})]
+#: A variable the job exports: an environment variable name that is not reserved (:data:`RESERVED_ENV_NAMES`).
+ExportName = Annotated[str, AfterValidator(_export_name), WithJsonSchema(
+    {"type": "string", "pattern": f"^(?!{RESERVED_ENV_PREFIX})[A-Za-z_][A-Za-z0-9_]*$",
+     "not": {"enum": sorted(RESERVED_ENV_REASONS)}})]
 #: Text that must stay on one line (directives, module names).
 OneLine = Annotated[str, AfterValidator(_one_line)]
 #: A path that goes into a scheduler directive line.

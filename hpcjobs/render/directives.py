@@ -9,9 +9,12 @@ or shell characters), so no quoting is needed inside directive lines.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
-from hpcjobs.resolve import ResolvedJob, directive_names
+from hpcjobs.config.policy import forbidden_in
+from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.resolve import ResolvedJob
 from hpcjobs.schedulers.pbs import pbs_array_argument, torque_array_argument
 from hpcjobs.schedulers.slurm import array_argument
 from hpcjobs.units import format_memory_pbs, format_memory_slurm, format_walltime_pbs, format_walltime_slurm
@@ -167,8 +170,29 @@ def build_directives(job: ResolvedJob) -> list[str]:
     return list(result)
 
 
+#: What may never appear in a directive line: control characters (a line feed ends the line, and
+#: sbatch stops reading directives at the first line that is not one) and Unicode line separators.
+_LINE_BREAK_RE = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def check_directive_text(text: str) -> None:
+    """Refuse a directive that would not stay one line of the script.
+
+    Raises:
+        ConfigError: ``text`` holds a line break, NUL or another control character.
+    """
+    bad = _LINE_BREAK_RE.search(text)
+    if bad:
+        raise ConfigError(ConfigProblem(
+            f"directive {text!r} contains the control character {bad.group()!r}: a directive must stay on one "
+            "line (the scheduler would ignore everything after the break)", key="directives"))
+
+
 def _build_directives(job: ResolvedJob) -> list[str]:
     forbidden = set(job.site.forbidden_directives)
     generated = [text for name, text in DIRECTIVE_BUILDERS[job.scheduler](job) if name not in forbidden]
-    extras = [d for d in job.extra_directives if not (directive_names(d) & forbidden)]
-    return generated + extras
+    extras = [d for d in job.extra_directives if not forbidden_in(d, forbidden, job.scheduler)]
+    result = generated + extras
+    for text in result:
+        check_directive_text(text)
+    return result

@@ -94,8 +94,12 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
         text = env.get_template(name).render(context)
     except jinja2.TemplateNotFound as exc:
         searched = ", ".join(str(p) for p in template_search_path(template_dirs))
-        raise ConfigError(ConfigProblem(f"template {exc.name!r} not found (searched {searched})",
-                                        key="template")) from None
+        message = f"template {exc.name!r} not found (searched {searched})"
+        if template is None and job.site.template and job.site_file:  # the site's `template:` names it
+            from hpcjobs.config.site_check import locate_in_site_file
+
+            raise ConfigError(locate_in_site_file(job.site_file, ("template",), message)) from None
+        raise ConfigError(ConfigProblem(message, key="template")) from None
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(ConfigProblem(f"template syntax error: {exc.message}", file=exc.filename or exc.name,
                                         line=exc.lineno)) from None

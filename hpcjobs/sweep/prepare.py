@@ -167,4 +167,4 @@ def render_chunk_script(prepared: PreparedSweep, chunk: int, size: int, throttle
     """Render and write ``scripts/<chunk>.<token>.sh`` for one submission attempt."""
     job = array_job_for_chunk(prepared, chunk, size, throttle)
     text = render_job(job, template=prepared.experiment.template).text
-    return atomic_write_text(prepared.folder / "scripts" / f"{chunk}.{token}.sh", text, mode=0o755)
+    return atomic_write_text(prepared.folder / "scripts" / f"{chunk}.{token}.sh", text, mode=0o700)

@@ -59,7 +59,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, Field, PositiveInt, WithJsonSchema, field_validator, model_validator
 
-from hpcjobs.config.types import StrictModel
+from hpcjobs.config.types import RESERVED_ENV_NAMES, StrictModel
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.sweep.limits import check_count_setting
 
@@ -68,13 +68,6 @@ Scalar = Union[bool, int, float, str, None]  # noqa: UP007 (pydantic needs the r
 
 _PARAM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-#: Variables a parameter may not set: bash read-only ones (``export`` fails), those the job's shell
-#: needs (PATH, IFS, HOME, ...) and hpcjobs' own ``HPCJOBS_*`` prefix.
-RESERVED_ENV_NAMES: frozenset[str] = frozenset({
-    "BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOPTS", "UID", "BASH_ENV", "ENV", "IFS", "PATH",
-    "HOME", "SHELL", "PWD", "OLDPWD", "CDPATH", "PS4", "LD_PRELOAD", "LD_LIBRARY_PATH",
-})
 
 
 def check_value(value: Any) -> Any:
@@ -102,7 +95,7 @@ def check_param_name(name: str) -> str:
     Raises:
         ValueError: The name is not a (dotted) identifier.
     """
-    if not _PARAM_RE.match(name):
+    if not _PARAM_RE.fullmatch(name):
         raise ValueError(
             f"{name!r} is not a valid parameter name: use letters, digits and _ (not starting with a digit), "
             "with dots between parts (model.depth)"
@@ -129,7 +122,7 @@ def env_name(param: str) -> str:
             of :data:`RESERVED_ENV_NAMES` or starts with ``HPCJOBS_``.
     """
     name = param.replace(".", "_").replace("-", "_")
-    if not _ENV_RE.match(name):
+    if not _ENV_RE.fullmatch(name):
         raise ConfigError(ConfigProblem(
             f"parameter {param!r} cannot be exported: {name!r} is not a valid environment variable name "
             "([A-Za-z_][A-Za-z0-9_]*)", key="sweep"))

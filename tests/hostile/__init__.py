@@ -1,0 +1,1 @@
+"""Regression tests for hostile input, lying schedulers and crashes at random moments."""
