@@ -183,6 +183,7 @@ class SweepStatus:
     counts: dict[str, int]
     points: list[PointRecord]
     changed: int
+    read_only: bool = False  # the ledger could not be written: this poll's result was shown, not recorded
 
     @property
     def total(self) -> int:
@@ -208,6 +209,7 @@ class SweepStatus:
                         "state_raw": p.state_raw, "exit_code": p.exit_code, "job_id": p.job_id,
                         "array_job_id": p.array_job_id, "array_index": p.array_index, "attempt": p.attempt}
                        for p in self.points],
+            "read_only": self.read_only,
         }
 
 
@@ -215,13 +217,18 @@ def sweep_status(name: str | Path, *, root: str | Path | None = None, poll: bool
                  client: SchedulerClient | None = None) -> SweepStatus:
     """Poll the scheduler once for the sweep's live jobs (one batched call) and read the ledger."""
     folder = find_sweep(name, root)
-    with Ledger.open(folder) as ledger:
+    with Ledger.open(folder, allow_read_only=True) as ledger:
         meta = ledger.meta
         changed = 0
+        if ledger.read_only:
+            import logging
+
+            logging.getLogger("hpcjobs.sweep").warning(
+                "the ledger %s is read-only for you: showing the scheduler's answer without recording it", ledger.path)
         if poll and meta.scheduler != "local":
             changed = poll_status(ledger, client or client_for(meta.scheduler))
         return SweepStatus(meta.sweep_id, folder, meta.site, meta.scheduler, ledger.summary(), ledger.points(),
-                           changed)
+                           changed, ledger.read_only)
 
 
 def cancel_sweep(name: str | Path, *, root: str | Path | None = None,

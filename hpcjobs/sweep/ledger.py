@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -43,6 +44,7 @@ from typing import Any
 from hpcjobs.errors import LedgerError
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.states import TERMINAL_STATES
+from hpcjobs.sweep.ledger_recovery import RecoveryRecords, StrayJob, UnseenJob
 from hpcjobs.sweep.ledger_schema import (
     _POINT_COLS,
     _SCHEMA,
@@ -67,39 +69,26 @@ from hpcjobs.sweep.ledger_schema import (
     _check_invariants,
     _connect,
     _in_json,
+    _task_indices,
     choose_journal_mode,
+    connect_snapshot,
     experiment_sha256,
+    ledger_file_problem,
     new_token,
+    refuse_schemaless,
 )
 from hpcjobs.sweep.lock import LOCK_FILE, SubmitterLock
 
 __all__ = [
     "LEDGER_FILE", "LOCK_FILE", "PLANNED", "POINT_STATES", "REMOVED", "SCHEMA_VERSION", "SUBMITTED", "SUBMITTING",
     "SUB_FAILED", "SUB_SUBMITTED", "SUB_SUBMITTING", "SUB_UNKNOWN", "UNRESOLVED", "Ledger", "PointLike", "PointRecord",
-    "Submission", "SubmitterLock", "SweepMeta", "choose_journal_mode", "experiment_sha256", "new_token",
+    "StrayJob", "Submission", "SubmitterLock", "SweepMeta", "UnseenJob", "choose_journal_mode", "experiment_sha256",
+    "new_token",
 ]
-
-
-def _task_indices(spec: str) -> list[int]:
-    """Indices of a collapsed array range: ``5-9%2`` → 5..9, ``1,3,7-9`` → 1,3,7,8,9, ``0-8:4`` → 0,4,8."""
-    out: list[int] = []
-    for part in spec.split("%", 1)[0].split(","):
-        part = part.strip()
-        if not part:
-            continue
-        rng, _, step = part.partition(":")
-        lo, _, hi = rng.partition("-")
-        try:
-            a, b, s = int(lo), int(hi or lo), int(step or 1)
-        except ValueError:
-            continue
-        out.extend(range(a, b + 1, max(s, 1)))
-    return out
-
 
 # ----------------------------------------------------------------------------------------- the ledger
 
-class Ledger:
+class Ledger(RecoveryRecords):
     """One sweep's ledger. Create with :meth:`create`, reopen with :meth:`open`; close when done.
 
     Reading is safe while another process writes (``hpcjobs status`` beside a running submitter).
@@ -107,10 +96,12 @@ class Ledger:
     :meth:`lock` so that only one process plans submissions.
     """
 
-    def __init__(self, sweep_dir: Path, con: sqlite3.Connection) -> None:
+    def __init__(self, sweep_dir: Path, con: sqlite3.Connection, *, read_only: bool = False) -> None:
         self.dir = sweep_dir
         self.path = sweep_dir / LEDGER_FILE
         self._con = con
+        #: Opened as an in-memory copy of a ledger this process cannot write: changes are not saved.
+        self.read_only = read_only
 
     # ----------------------------------------------------------------------------------- lifecycle
 
@@ -137,6 +128,8 @@ class Ledger:
         Raises:
             LedgerError: The directory holds another sweep, the experiment or points changed (without
                 ``force``), duplicate point ids, or the database cannot be written.
+            ConfigError: The ledger file is empty or holds no sweep while the folder shows an earlier
+                run (scripts, chunk files): refused rather than started over.
         """
         if not _SWEEP_ID_RE.match(meta.sweep_id):
             raise LedgerError(f"invalid sweep id {meta.sweep_id!r}: use letters, digits and _ . -")
@@ -145,6 +138,7 @@ class Ledger:
             raise LedgerError("duplicate point ids: expand the sweep with hpcjobs.sweep.expand.expand")
         d = Path(sweep_dir)
         d.mkdir(parents=True, exist_ok=True)
+        refuse_schemaless(d, meta)
         ledger = cls(d, _connect(d / LEDGER_FILE, choose_journal_mode(d)))
         try:
             with ledger._write() as con:
@@ -162,8 +156,13 @@ class Ledger:
         return ledger
 
     @classmethod
-    def open(cls, sweep_dir: str | Path) -> Ledger:
+    def open(cls, sweep_dir: str | Path, *, allow_read_only: bool = False) -> Ledger:
         """Open an existing ledger.
+
+        Args:
+            sweep_dir: The sweep's folder.
+            allow_read_only: When this process may not write the ledger (or its folder), open an
+                in-memory copy instead (:attr:`read_only` is then true; changes are not saved).
 
         Raises:
             LedgerError: No ledger there, its creation was interrupted, or it has another schema version.
@@ -172,7 +171,14 @@ class Ledger:
         path = d / LEDGER_FILE
         if not path.is_file():
             raise LedgerError(f"no sweep ledger at {path}")
-        ledger = cls(d, _connect(path, choose_journal_mode(d)))
+        what = ledger_file_problem(path)
+        if what is not None:
+            raise LedgerError(f"cannot open the sweep ledger {path}: it is {what} (its creation was interrupted, "
+                              "or it was overwritten); the record of this sweep's submissions is gone")
+        if allow_read_only and not (os.access(path, os.W_OK) and os.access(d, os.W_OK)):
+            ledger = cls(d, connect_snapshot(path), read_only=True)
+        else:
+            ledger = cls(d, _connect(path, choose_journal_mode(d)))
         try:
             row = ledger._con.execute("SELECT schema_version FROM sweep").fetchone()
         except sqlite3.OperationalError:

@@ -36,13 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from hpcjobs.errors import LedgerError
+from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError
 from hpcjobs.states import ALL_STATES, new_token
 
 __all__ = [
     "LEDGER_FILE", "PLANNED", "POINT_STATES", "REMOVED", "SCHEMA_VERSION", "SUBMITTED", "SUBMITTING", "SUB_FAILED",
     "SUB_SUBMITTED", "SUB_SUBMITTING", "SUB_UNKNOWN", "UNRESOLVED", "PointLike", "PointRecord", "Submission",
-    "SweepMeta", "choose_journal_mode", "experiment_sha256", "new_token",
+    "SweepMeta", "choose_journal_mode", "connect_snapshot", "experiment_sha256", "ledger_file_problem", "new_token",
+    "refuse_schemaless",
 ]
 
 SCHEMA_VERSION = 1
@@ -134,6 +135,25 @@ CREATE TABLE IF NOT EXISTS point_attempts (
   PRIMARY KEY (point_id, attempt)
 );
 """
+
+#: Tables added without a schema version change (older ledgers get them at their first write that needs
+#: them; readers treat a missing table as empty): jobs cancelled as strays, and the scheduler's silence
+#: about a submitted job id (see :meth:`hpcjobs.sweep.ledger.Ledger.note_unseen`).
+_AUX_SCHEMA = """
+CREATE TABLE IF NOT EXISTS stray_jobs (
+  job_id TEXT PRIMARY KEY,
+  token TEXT,
+  action TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  recorded_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS unseen_jobs (
+  token TEXT PRIMARY KEY REFERENCES submissions(token),
+  misses INTEGER NOT NULL,
+  first_miss_at REAL NOT NULL
+);
+"""
+_SCHEMA += _AUX_SCHEMA
 
 
 class PointLike(Protocol):
@@ -274,6 +294,111 @@ def _connect(path: Path, journal: str) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise LedgerError(f"cannot open the sweep ledger {path}: {exc}") from None
     return con
+
+
+def ledger_file_problem(path: Path) -> str | None:
+    """Why an existing ledger file holds no sweep, read without changing it (``None``: it holds one).
+
+    Returns:
+        ``"empty (0 bytes)"``, ``"empty (no sweep record)"`` or ``"not an SQLite database"``, or ``None``.
+    """
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    if size == 0:
+        return "empty (0 bytes)"
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    except sqlite3.Error:
+        return "unreadable"
+    try:
+        has_table = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sweep'").fetchone()
+        if not has_table or not con.execute("SELECT 1 FROM sweep").fetchone():
+            return "empty (no sweep record)"
+    except sqlite3.DatabaseError as exc:
+        return "not an SQLite database" if "not a database" in str(exc) else None
+    finally:
+        con.close()
+    return None
+
+
+def connect_snapshot(path: Path) -> sqlite3.Connection:
+    """An in-memory copy of a ledger that this process may not write (``hpcjobs status`` on a read-only one).
+
+    Writes to the copy succeed and are never saved. A ledger in WAL mode in a folder that cannot be written
+    is read as ``immutable`` (SQLite cannot create the shared-memory index there).
+
+    Raises:
+        LedgerError: The file cannot be read.
+    """
+    uri = path.resolve().as_uri()
+    last: sqlite3.Error | None = None
+    for query in ("mode=ro", "immutable=1"):
+        try:
+            src = sqlite3.connect(f"{uri}?{query}", uri=True, timeout=30.0)
+            try:
+                mem = sqlite3.connect(":memory:", isolation_level=None)
+                src.backup(mem)
+            finally:
+                src.close()
+            mem.execute("PRAGMA foreign_keys=ON")
+            return mem
+        except sqlite3.Error as exc:
+            last = exc
+    raise LedgerError(f"cannot read the sweep ledger {path}: {last}")
+
+
+#: What in a sweep folder shows that an earlier run got as far as submitting.
+_TRACES = ("scripts", "chunks", "points")
+
+
+def refuse_schemaless(folder: Path, meta: SweepMeta) -> None:
+    """Refuse to start over on a ledger that lost its sweep in a folder an earlier run has used.
+
+    A 0-byte or schema-less ``ledger.sqlite`` beside chunk files or scripts means the record of what
+    was submitted is gone: starting afresh could submit every point a second time. In a folder with
+    nothing else in it the file is simply initialised.
+
+    Raises:
+        ConfigError: The ledger holds no sweep and the folder shows an earlier run (exit code 2).
+    """
+    path = folder / LEDGER_FILE
+    what = ledger_file_problem(path)
+    if what is None:
+        return
+    traces = [f"{name}/ ({sum(1 for _ in (folder / name).iterdir())} files)" for name in _TRACES
+              if (folder / name).is_dir() and any((folder / name).iterdir())]
+    if not traces and what != "not an SQLite database":
+        return
+    name = meta.extra.get("name") or meta.sweep_id.rsplit("-", 1)[0]
+    tag = f"hpcjobs:{meta.sweep_id}:"
+    look = (f"squeue --me --name={name} --format=%F|%k (and sacct -X --name={name} --format=JobID,Comment,State)"
+            if meta.scheduler == "slurm" else "qstat -x -f | grep HPCJOBS_TAG")
+    found = ", ".join(traces) or "no other files"
+    raise ConfigError(ConfigProblem(
+        f"the sweep ledger is {what}, but the folder {folder} holds {found} from an earlier run: jobs it "
+        "submitted may still be queued, and starting over could submit every point again. Refusing to start. "
+        f"To recover: list the jobs tagged {tag} ({look}) and cancel or keep them, then move the folder "
+        f"away (mv {folder} {folder}.broken) and run the same command again",
+        file=str(path)))
+
+
+def _task_indices(spec: str) -> list[int]:
+    """Indices of a collapsed array range: ``5-9%2`` → 5..9, ``1,3,7-9`` → 1,3,7,8,9, ``0-8:4`` → 0,4,8."""
+    out: list[int] = []
+    for part in spec.split("%", 1)[0].split(","):
+        part = part.strip()
+        if not part:
+            continue
+        rng, _, step = part.partition(":")
+        lo, _, hi = rng.partition("-")
+        try:
+            a, b, s = int(lo), int(hi or lo), int(step or 1)
+        except ValueError:
+            continue
+        out.extend(range(a, b + 1, max(s, 1)))
+    return out
 
 
 _POINT_COLS = ("point_id, idx, params_json, state, attempt, submission_token, chunk, array_job_id, array_index, "

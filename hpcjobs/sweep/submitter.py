@@ -9,11 +9,15 @@ The protocol (the ledger's module documentation explains why it is crash-safe)::
         sbatch ...                                   # the only step outside the ledger
         ledger.mark_submitted(token, job_id)
 
-A refused submission (``mark_failed``) returns its points to the pending pool. A submission whose
-answer was lost (a timeout, a transient error, a crash) is looked up by its token in the
-scheduler before anything is submitted again; only a token the scheduler does not know is
-retried, under a new token. A late arrival of an attempt given up for lost is cancelled when it
-turns up (:meth:`SweepSubmitter.cancel_strays`).
+A refused submission (``mark_failed``) returns its points to the pending pool. An ambiguous
+answer (a timeout, a transient error, an id printed with a non-zero exit, output that is not an
+id) is followed by polling for the submission's token in the scheduler, with backoff, for up to
+:attr:`RetryPolicy.lookup_s` seconds (:mod:`hpcjobs.sweep.lookup`); only a token the scheduler
+conclusively does not have is retried, under a new token. Ids printed with exit 0 are checked
+against the tags in one query after the run (a wrong id is corrected; an id that does not exist is
+marked lost and its points go again). At the start of every run, attempts left open by a crash are
+resolved, and late arrivals of attempts given up for lost are adopted while their points are still
+pending, else cancelled and recorded as strays (:meth:`SweepSubmitter.cancel_strays`).
 """
 
 from __future__ import annotations
@@ -28,9 +32,11 @@ from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, SubmitErr
 from hpcjobs.render.script import render_job
 from hpcjobs.schedulers.base import ClusterLimits, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
-from hpcjobs.states import JobTag, parse_job_tag
+from hpcjobs.states import JobTag
 from hpcjobs.sweep.chunks import Chunk, chunk_capacity, is_queue_full, is_transient, plan_chunks, room_in_queue
 from hpcjobs.sweep.ledger import SUB_FAILED, Ledger, SweepMeta, experiment_sha256, new_token
+from hpcjobs.sweep.lookup import TagLookup, await_tokens, default_lookup_seconds, settle_unseen
+from hpcjobs.sweep.lookup import tagged_jobs as _tagged_jobs_query
 from hpcjobs.sweep.prepare import (
     PreparedSweep,
     array_job_for_chunk,
@@ -43,12 +49,22 @@ log = logging.getLogger("hpcjobs.sweep")
 
 @dataclass
 class RetryPolicy:
-    """Exponential backoff for transient scheduler errors."""
+    """Exponential backoff for transient scheduler errors, and how long to look for a lost submission.
+
+    Attributes:
+        attempts: Submissions of one chunk before giving up.
+        initial: First wait between attempts (seconds), growing by ``factor`` up to ``maximum``.
+        lookup_s: After an ambiguous answer, how long to poll the scheduler for the submission's
+            tag before declaring it not submitted (default: ``$HPCJOBS_SUBMIT_LOOKUP_S``, else 60).
+        lookup_initial: First wait between those polls (doubling up to 15 s).
+    """
 
     attempts: int = 6
     initial: float = 2.0
     factor: float = 2.0
     maximum: float = 120.0
+    lookup_s: float = field(default_factory=default_lookup_seconds)
+    lookup_initial: float = 1.0
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based)."""
@@ -65,6 +81,8 @@ class SubmitReport:
     points_submitted: int = 0
     recovered: int = 0
     job_ids: list[str] = field(default_factory=list)
+    strays_cancelled: list[str] = field(default_factory=list)
+    lost: int = 0
     dry_run_commands: list[list[str]] = field(default_factory=list)
     dry_run_script: str | None = None
 
@@ -116,6 +134,8 @@ class SweepSubmitter:
         self.progress = progress
         self.sleep = sleep
         self.user = user or getpass.getuser()
+        #: Ids printed with exit 0 in this run, by token, checked against the tags at its end.
+        self._printed: dict[str, str] = {}
 
     # ------------------------------------------------------------------------------ entry point
 
@@ -124,36 +144,44 @@ class SweepSubmitter:
 
         Raises:
             LedgerError: Another process is submitting this sweep.
-            SubmitError: The scheduler refused a chunk for a reason retrying will not fix, or
-                transient errors outlasted the retry policy (what was submitted stays recorded).
+            SubmitError: The scheduler refused a chunk for a reason retrying will not fix, transient
+                errors outlasted the retry policy, or the scheduler could not be asked whether an
+                ambiguous submission was queued (what was submitted stays recorded; run again).
         """
         report = SubmitReport(self.prepared.sweep_id, len(self.prepared.points))
         with self.ledger.lock():
             if not dry_run:
                 report.recovered = self.resolve_unresolved()
-            pending = [p.point_id for p in self.ledger.pending_points()]
+                report.strays_cancelled = self.cancel_strays()
             limits = self._limits()
             capacity = chunk_capacity(limits.max_array_size if limits else None,
                                       self.prepared.site.limits.max_array_size)
             user_limit = (self.prepared.site.limits.max_submitted_jobs
                           or (limits.max_submit_jobs if limits else None))
-            first = self._next_chunk_number()
             if not dry_run:
                 (self.prepared.submit_dir / self.prepared.job.output_dir).mkdir(parents=True, exist_ok=True)
-            for chunk in plan_chunks(pending, capacity, first):
+            for _round in range(self.retry.attempts):
+                pending = [p.point_id for p in self.ledger.pending_points()]
+                for chunk in plan_chunks(pending, capacity, self._next_chunk_number()):
+                    if dry_run:
+                        report.dry_run_commands.append(self._argv(chunk, "0" * 16))
+                        if report.dry_run_script is None:
+                            job = array_job_for_chunk(self.prepared, chunk.number, chunk.size, self.throttle)
+                            report.dry_run_script = render_job(job, template=self.prepared.experiment.template).text
+                        continue
+                    self._wait_for_room(chunk.size, user_limit)
+                    job_id = self._submit_chunk(chunk)
+                    report.chunks_submitted += 1
+                    report.points_submitted += chunk.size
+                    report.job_ids.append(job_id)
+                    if self.progress:
+                        self.progress(report.points_submitted, len(pending))
                 if dry_run:
-                    report.dry_run_commands.append(self._argv(chunk, "0" * 16))
-                    if report.dry_run_script is None:
-                        job = array_job_for_chunk(self.prepared, chunk.number, chunk.size, self.throttle)
-                        report.dry_run_script = render_job(job, template=self.prepared.experiment.template).text
-                    continue
-                self._wait_for_room(chunk.size, user_limit)
-                job_id = self._submit_chunk(chunk)
-                report.chunks_submitted += 1
-                report.points_submitted += chunk.size
-                report.job_ids.append(job_id)
-                if self.progress:
-                    self.progress(report.points_submitted, len(pending))
+                    break
+                lost = self._verify_printed_ids(report)
+                if not lost:
+                    break
+                report.lost += lost
         return report
 
     # ------------------------------------------------------------------------------ one chunk
@@ -166,98 +194,220 @@ class SweepSubmitter:
         return SubmitOptions(comment=JobTag(self.prepared.sweep_id, chunk.number, token).render())
 
     def _submit_chunk(self, chunk: Chunk) -> str:
+        """Submit one chunk: retry what surely failed, look up what may have been queued."""
         for attempt in range(1, self.retry.attempts + 1):
             token = new_token()
             write_chunk_file(self.prepared, chunk.number, chunk.point_ids)
             script = render_chunk_script(self.prepared, chunk.number, chunk.size, self.throttle, token)
             argv = self.client.backend.submit_argv(script, self._options(chunk, token))
             self.ledger.plan_chunk(chunk.point_ids, chunk.number, token=token, argv=argv)
+            error: CommandError | None = None
             try:
                 job_id = self.client.submit(script, self._options(chunk, token), cwd=self.prepared.submit_dir)
-            except CommandTimeout as exc:
-                self.ledger.mark_unknown(token, exc.stderr or "timed out")
-                found = self._resolve_token(token)
-                if found:
-                    return found
-                log.warning("submission of chunk %d timed out and is not in the queue; retrying", chunk.number)
-            except CommandError as exc:
-                if not is_transient(exc.stderr):
-                    self.ledger.mark_failed(token, exc.stderr)
-                    raise SubmitError(f"chunk {chunk.number} of sweep {self.prepared.sweep_id} was refused:\n"
-                                      f"{exc}") from exc
-                self.ledger.mark_unknown(token, exc.stderr)
-                found = self._resolve_token(token)
-                if found:
-                    return found
-                if is_queue_full(exc.stderr):
-                    log.info("queue full; waiting before chunk %d", chunk.number)
-                log.warning("transient error on chunk %d (%s); retrying", chunk.number, exc.stderr.strip())
+            except CommandError as exc:  # CommandTimeout included
+                error = exc
+            except HpcJobsError as exc:  # exit 0 but no job id in the output: did it queue?
+                error = CommandError(argv, 0, "", str(exc))
             else:
                 self.ledger.mark_submitted(token, job_id)
+                self._printed[token] = job_id
                 return job_id
-            self.sleep(self.retry.delay(attempt))
+            printed = self._printed_id(error)
+            refused = (error.returncode is not None and error.returncode != 0 and not is_transient(error.stderr)
+                       and not error.stdout.strip())
+            why = error.stderr.strip() or str(error)
+            if refused:
+                self.ledger.mark_failed(token, error.stderr)
+                raise SubmitError(f"chunk {chunk.number} of sweep {self.prepared.sweep_id} was refused:\n"
+                                  f"{error}") from error
+            self.ledger.mark_unknown(token, why + (f"\n(printed job id {printed})" if printed else ""))
+            look = self._await({token})
+            if token in look.found:
+                return self._accept(token, look.found[token], printed)
+            if not look.conclusive:
+                raise SubmitError(f"chunk {chunk.number} of sweep {self.prepared.sweep_id}: the scheduler's answer "
+                                  f"was ambiguous ({why.splitlines()[-1] if why else 'no answer'}) and its queue "
+                                  "could not be read to tell whether the job was queued; run the same command "
+                                  "again: it looks the submission up before submitting anything") from error
+            self.ledger.mark_failed(token, f"{why}\nnot in the scheduler {look.waited:.0f} s after an ambiguous "
+                                           "answer")
+            if not is_transient(error.stderr) and not isinstance(error, CommandTimeout) and error.returncode:
+                raise SubmitError(f"chunk {chunk.number} of sweep {self.prepared.sweep_id} was refused:\n"
+                                  f"{error}") from error
+            if is_queue_full(error.stderr):
+                log.info("queue full; waiting before chunk %d", chunk.number)
+            log.warning("chunk %d was not queued after an ambiguous answer (%s); retrying", chunk.number,
+                        why.splitlines()[-1] if why else "no answer")
+            self.sleep(max(0.0, self.retry.delay(attempt) - look.waited))
         raise SubmitError(f"chunk {chunk.number} of sweep {self.prepared.sweep_id} could not be submitted after "
                           f"{self.retry.attempts} attempts; run the same command again to resume")
 
+    def _printed_id(self, error: CommandError) -> str | None:
+        """A job id a failed submit command printed anyway (kept as a hint; the tag decides)."""
+        if not error.stdout.strip():
+            return None
+        try:
+            return str(self.client.backend.parse_submit(error.stdout))
+        except Exception:
+            return None
+
+    def _accept(self, token: str, jobs: list[str], printed: str | None = None) -> str:
+        """Record the job found under ``token`` (the printed id if it is one of them); cancel extra jobs."""
+        keep = printed if printed in jobs else jobs[0]
+        self.ledger.mark_submitted(token, keep)
+        extra = [j for j in jobs if j != keep]
+        if extra:
+            self._cancel(extra, token, f"a second job with the token of job {keep}")
+        return keep
+
+    def _verify_printed_ids(self, report: SubmitReport) -> int:
+        """Check the ids printed with exit 0 in this run against the scheduler's tags (one query per poll).
+
+        A wrong id is replaced by the one carrying the token; an id with no job behind it is marked
+        lost (its points are pending again). Inconclusive queries change nothing: the status polls
+        check the ids again later (:func:`hpcjobs.sweep.lookup.settle_unseen`).
+
+        Returns:
+            How many submissions were marked lost.
+        """
+        printed, self._printed = self._printed, {}
+        if not printed:
+            return 0
+        look = self._await(set(printed))
+        lost = 0
+        for token, job_id in printed.items():
+            jobs = look.found.get(token)
+            if jobs:
+                if job_id not in jobs:
+                    log.warning("the submit command printed job id %s, but the scheduler holds the submission as "
+                                "%s", job_id, jobs[0])
+                    self.ledger.correct_job_id(token, jobs[0], "the submit command printed a wrong id")
+                    if job_id in report.job_ids:  # the first left: several attempts may print the same wrong id
+                        report.job_ids[report.job_ids.index(job_id)] = jobs[0]
+                extra = [j for j in jobs if j != (job_id if job_id in jobs else jobs[0])]
+                if extra:
+                    self._cancel(extra, token, "a second job with the token of an accepted submission")
+            elif look.conclusive and not self._known(job_id):
+                self.ledger.mark_lost(token, "was printed by the submit command, but the scheduler knows no such "
+                                             f"job and none with token {token}")
+                log.warning("job id %s printed by the submit command does not exist; its points go again", job_id)
+                if job_id in report.job_ids:
+                    report.job_ids.remove(job_id)
+                lost += 1
+        return lost
+
+    def _known(self, job_id: str) -> bool:
+        """Whether the scheduler reports anything about ``job_id`` (one status call; errors count as known)."""
+        try:
+            return self.client.covers(self.client.status([job_id]), job_id)
+        except HpcJobsError:
+            return True
+
     # ------------------------------------------------------------------------------ lost answers
+
+    def _query(self, *, history: bool = True) -> TagLookup:
+        return _tagged_jobs_query(self.client, self.prepared.sweep_id, self.prepared.experiment.name, self.user,
+                                  history=history)
+
+    def _await(self, tokens: set[str], seconds: float | None = None) -> TagLookup:
+        return await_tokens(self.client, tokens, self.prepared.sweep_id, self.prepared.experiment.name, self.user,
+                            seconds=self.retry.lookup_s if seconds is None else seconds, sleep=self.sleep,
+                            initial=self.retry.lookup_initial)
 
     def _tagged_jobs(self) -> dict[str, list[str]]:
         """Token → job ids carrying it, for this sweep's jobs the scheduler knows (live and finished)."""
-        backend = self.client.backend
-        query = getattr(backend, "tag_query_argvs", None)
-        if query is None:
-            return {}
-        found: dict[str, list[str]] = {}
-        for argv in query(self.prepared.experiment.name, self.user):
-            result = self.client.run(argv, check=False)
-            for job_id, comment in backend.parse_tag_query(result.stdout):  # type: ignore[attr-defined]
-                tag = parse_job_tag(comment)
-                if tag and tag.sweep_id == self.prepared.sweep_id and job_id not in found.setdefault(tag.token, []):
-                    found[tag.token].append(job_id)
-        return found
-
-    def _resolve_token(self, token: str) -> str | None:
-        """After a lost answer: the job id if the scheduler has the submission, else mark it failed."""
-        jobs = self._tagged_jobs().get(token)
-        if jobs:
-            self.ledger.mark_submitted(token, min(jobs, key=_numeric))
-            return min(jobs, key=_numeric)
-        self.ledger.mark_failed(token, "not found in the scheduler after a lost answer")
-        return None
+        return self._query().found
 
     def resolve_unresolved(self) -> int:
         """Settle submissions a crash or a lost answer left open: found → submitted, else failed.
 
+        Attempts made less than :attr:`RetryPolicy.lookup_s` ago are given the rest of that time to
+        appear. An attempt is marked failed only when the scheduler's queue answered without it.
+
         Returns:
             How many were found in the scheduler.
+
+        Raises:
+            SubmitError: The scheduler's queue could not be read (nothing is marked failed).
         """
         open_subs = self.ledger.unresolved_submissions()
         if not open_subs:
             return 0
-        tagged = self._tagged_jobs()
+        youngest = max(s.updated_at for s in open_subs)
+        look = self._await({s.token for s in open_subs},
+                           seconds=max(0.0, min(self.retry.lookup_s, youngest + self.retry.lookup_s - time.time())))
         found = 0
         for sub in open_subs:
-            jobs = tagged.get(sub.token)
+            jobs = look.found.get(sub.token)
             if jobs:
-                self.ledger.mark_submitted(sub.token, min(jobs, key=_numeric))
+                self._accept(sub.token, jobs)
                 found += 1
-            else:
+            elif look.conclusive:
                 self.ledger.mark_failed(sub.token, "not found in the scheduler when resuming")
+        if not look.conclusive and found < len(open_subs):
+            raise SubmitError(f"sweep {self.prepared.sweep_id}: {len(open_subs) - found} submission(s) of an earlier "
+                              "run are unresolved and the scheduler's queue could not be read to look them up; run "
+                              "the same command again later")
         return found
 
     def cancel_strays(self) -> list[str]:
-        """Cancel jobs of attempts the ledger gave up as lost that reached the scheduler after all.
+        """Settle this sweep's jobs the ledger did not accept (one tag query, one cancel call).
+
+        A job whose attempt was given up for lost is adopted when the attempt's points are still
+        pending; otherwise, and for a second job carrying an accepted attempt's token, it is
+        cancelled and recorded in the ledger (:meth:`hpcjobs.sweep.ledger.Ledger.strays`). Jobs
+        with a token the ledger never planned are left alone (logged).
 
         Returns:
             The job ids cancelled.
         """
-        failed = {s.token for s in self.ledger.submissions(SUB_FAILED)}
-        submitted = {s.job_id for s in self.ledger.submissions() if s.job_id}
-        strays = [j for token, jobs in self._tagged_jobs().items() if token in failed for j in jobs
-                  if j not in submitted]
-        if strays:
-            self.client.cancel(strays)
-        return strays
+        subs = {s.token: s for s in self.ledger.submissions()}
+        if not subs:  # a new sweep: nothing of it can be in the scheduler yet
+            return []
+        look = self._query()
+        if not look.found:
+            return []
+        done = {s.job_id for s in self.ledger.strays()}
+        strays: dict[str, tuple[str, str]] = {}
+        for token, jobs in look.found.items():
+            sub = subs.get(token)
+            fresh = [j for j in jobs if j not in done]
+            if sub is None:
+                if fresh:
+                    log.warning("jobs %s carry sweep %s's tag with token %s, which its ledger never planned; left "
+                                "alone", " ".join(fresh), self.prepared.sweep_id, token)
+                continue
+            if sub.state == SUB_FAILED and fresh and self.ledger.adopt_late_submission(token, fresh[0]):
+                log.warning("job %s reached the scheduler after its submission was given up; adopted", fresh[0])
+                fresh = fresh[1:]
+            elif sub.state == SUB_FAILED:
+                for j in fresh:
+                    strays[j] = (token, "its submission was given up for lost and its points went again")
+                continue
+            accepted = self.ledger.submission(token).job_id
+            for j in fresh:
+                if j != accepted:
+                    strays[j] = (token, f"a second job with the token of job {accepted}")
+        if not strays:
+            return []
+        result = self._cancel_all(list(strays))
+        for j, (token, reason) in strays.items():
+            self.ledger.record_stray(j, token, result, reason)
+        return list(strays)
+
+    def _cancel(self, job_ids: list[str], token: str, reason: str) -> None:
+        action = self._cancel_all(job_ids)
+        for j in job_ids:
+            self.ledger.record_stray(j, token, action, reason)
+
+    def _cancel_all(self, job_ids: list[str]) -> str:
+        """Cancel ``job_ids`` in one call; ``cancelled`` or ``cancel failed: ...``."""
+        log.warning("cancelling stray job(s) of sweep %s: %s", self.prepared.sweep_id, " ".join(job_ids))
+        try:
+            result = self.client.run(self.client.backend.cancel_argv(job_ids), check=False)
+        except HpcJobsError as exc:
+            return f"cancel failed: {exc}"
+        return "cancelled" if result.returncode == 0 else f"cancel exited {result.returncode}: {result.stderr.strip()}"
 
     # ------------------------------------------------------------------------------ limits
 
@@ -308,11 +458,6 @@ class SweepSubmitter:
         return max(used) + 1 if used else 0
 
 
-def _numeric(job_id: str) -> tuple[int, str]:
-    digits = "".join(c for c in job_id.split(".")[0] if c.isdigit())
-    return (int(digits) if digits else 0, job_id)
-
-
 def submitted_job_ids(ledger: Ledger) -> list[str]:
     """The scheduler ids of every submission the ledger accepted (array ids for chunks)."""
     return [s.job_id for s in ledger.submissions() if s.job_id and s.state == "submitted"]
@@ -320,6 +465,10 @@ def submitted_job_ids(ledger: Ledger) -> list[str]:
 
 def poll_status(ledger: Ledger, client: SchedulerClient, *, active_only: bool = True) -> int:
     """One batched status call for the sweep's jobs, applied to the ledger.
+
+    Job ids the scheduler keeps not knowing are given a grace period, then looked up by tag and,
+    when no job carries their token, marked lost so that their points can go again
+    (:func:`hpcjobs.sweep.lookup.settle_unseen`).
 
     Returns:
         How many points changed.
@@ -335,4 +484,7 @@ def poll_status(ledger: Ledger, client: SchedulerClient, *, active_only: bool = 
     if not ids:
         return 0
     key = getattr(client.backend, "job_key", None)
-    return ledger.record_status(client.status(ids), job_key=key)
+    records = client.status(ids)
+    changed = ledger.record_status(records, job_key=key)
+    lost = settle_unseen(ledger, client, subs, records)
+    return changed + sum(len(ledger.submission(t).point_ids) for t in lost)

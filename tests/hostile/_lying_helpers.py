@@ -1,0 +1,162 @@
+"""A fake Slurm that lies, behind the subprocess seam (``hpcjobs.process.run_command``), with a fake clock.
+
+Each ``sbatch`` call takes the next fate from ``script``:
+
+- ``ok``: queued, prints the id, exit 0;
+- ``late``: says "Socket timed out", exit 1, and the job appears in the queue ``delay`` fake seconds later;
+- ``lost``: says "Socket timed out", exit 1, nothing is ever queued;
+- ``timeout``: the command times out (``CommandTimeout``) and the job appears ``delay`` seconds later;
+- ``id-exit1``: queued, prints the id, exit 1 with an error;
+- ``bogus``: queued, prints a wrong id (``990000 + n``), exit 0;
+- ``bogus-nojob``: prints a wrong id, exit 0, nothing queued;
+- ``garbage``: queued, prints text that is no id, exit 0;
+- ``twice``: queued twice under the same tag, prints the first id;
+- ``refuse``: "Invalid account", exit 1, nothing queued.
+
+Time only moves when the code under test sleeps (``fake.sleep``); ``squeue`` shows a job once the fake
+time reaches its ``visible_at``. ``squeue_broken`` makes the tag query fail (exit 1).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcjobs.errors import CommandError, CommandTimeout
+from hpcjobs.process import CommandResult
+
+SOCKET = "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation\n"
+
+
+@dataclass
+class FakeJob:
+    """One job the fake scheduler holds."""
+
+    job_id: str
+    comment: str
+    array: str
+    name: str
+    visible_at: float
+    state: str = "PENDING"
+
+
+@dataclass
+class LyingSlurm:
+    """The fake; call it like ``run_command``."""
+
+    script: list[str] = field(default_factory=list)
+    delay: float = 3.0
+    now: float = 0.0
+    squeue_broken: bool = False
+    jobs: dict[str, FakeJob] = field(default_factory=dict)
+    calls: list[list[str]] = field(default_factory=list)
+    next_id: int = 100
+    bogus: int = 990000
+
+    def sleep(self, seconds: float) -> None:
+        """The injected sleep: moves the fake clock."""
+        self.now += seconds
+
+    def _queue(self, comment: str, array: str, name: str, at: float) -> str:
+        job_id = str(self.next_id)
+        self.next_id += 1
+        self.jobs[job_id] = FakeJob(job_id, comment, array, name, at)
+        return job_id
+
+    def visible(self) -> list[FakeJob]:
+        """Jobs the scheduler shows now."""
+        return [j for j in self.jobs.values() if j.visible_at <= self.now]
+
+    def __call__(self, argv, *, timeout=60.0, input=None, env=None, cwd=None, check=True):
+        argv = [str(a) for a in argv]
+        self.calls.append(argv)
+        rc, out, err = 0, "", ""
+        cmd = argv[0]
+        if cmd == "sbatch":
+            rc, out, err = self._sbatch(argv)
+        elif cmd == "scontrol":
+            out = "ClusterName = fake\nMaxArraySize = 1001\nMinJobAge = 300 sec\n"
+        elif cmd == "sacctmgr":
+            out = ""
+        elif cmd == "squeue" and "--format=%F|%k" in argv:
+            if self.squeue_broken:
+                rc, err = 1, "squeue: error: Unable to contact slurm controller (connect failure)\n"
+            else:
+                wanted = next(a.split("=", 1)[1] for a in argv if a.startswith("--name="))
+                out = "".join(f"{j.job_id}|{j.comment}\n" for j in self.visible() if j.name == wanted)
+        elif cmd == "sacct" and "--format=JobID,Comment" in argv:
+            out = ""  # accounting lags: only squeue knows the jobs
+        elif cmd == "sacct":
+            out = self._status(argv, "sacct")
+        elif cmd == "squeue":
+            out = self._status(argv, "squeue")
+            rc = 0 if out else 1
+        elif cmd == "scancel":
+            for j in argv[1:]:
+                if j in self.jobs:
+                    self.jobs[j].state = "CANCELLED"
+        if check and rc:
+            raise CommandError(argv, rc, out, err)
+        return CommandResult(tuple(argv), rc, out, err, 0.0)
+
+    def _sbatch(self, argv: list[str]) -> tuple[int, str, str]:
+        fate = self.script.pop(0) if self.script else "ok"
+        comment = next(a.split("=", 1)[1] for a in argv if a.startswith("--comment="))
+        text = Path(argv[-1]).read_text()
+        array = re.search(r"^#SBATCH --array=(\S+)", text, re.M).group(1)
+        name = re.search(r"^#SBATCH --job-name=(\S+)", text, re.M).group(1)
+        if fate == "refuse":
+            return 1, "", "sbatch: error: Batch job submission failed: Invalid account or account/partition\n"
+        if fate == "lost":
+            return 1, "", SOCKET
+        if fate == "late":
+            self._queue(comment, array, name, self.now + self.delay)
+            return 1, "", SOCKET
+        if fate == "timeout":
+            self._queue(comment, array, name, self.now + self.delay)
+            raise CommandTimeout(argv, None, "", "", reason="timed out after 60 s")
+        if fate == "bogus-nojob":
+            self.bogus += 1
+            return 0, f"{self.bogus}\n", ""
+        job_id = self._queue(comment, array, name, self.now)
+        if fate == "twice":
+            self._queue(comment, array, name, self.now)
+        if fate == "id-exit1":
+            return 1, f"{job_id}\n", "sbatch: error: slurm_receive_msg: Zero Bytes were transmitted or received\n"
+        if fate == "bogus":
+            self.bogus += 1
+            return 0, f"{self.bogus}\n", ""
+        if fate == "garbage":
+            return 0, "sbatch: Submitted batch job, maybe\n", ""
+        return 0, f"{job_id}\n", ""
+
+    def _status(self, argv: list[str], cmd: str) -> str:
+        ids = next(a.split("=", 1)[1] for a in argv if a.startswith("--jobs=")).split(",")
+        lines = []
+        for j in ids:
+            job = self.jobs.get(j)
+            if job is None or job.visible_at > self.now:
+                continue
+            start, end = job.array.split("%")[0].split("-")
+            for i in range(int(start), int(end) + 1):
+                if cmd == "sacct":
+                    lines.append(f"{j}_{i}|{j}|{job.state}|0:0|None|{job.name}|{job.comment}")
+                else:
+                    lines.append(f"{j}_{i}|{j}|{j}|{i}|{job.state}|None|{job.name}|{job.comment}")
+        return "".join(f"{line}\n" for line in lines)
+
+    def sbatch_calls(self) -> int:
+        """How many times sbatch ran."""
+        return sum(1 for c in self.calls if c[0] == "sbatch")
+
+    def live(self) -> list[FakeJob]:
+        """Jobs not cancelled (what would run)."""
+        return [j for j in self.jobs.values() if j.state != "CANCELLED"]
+
+
+def experiment(folder: Path, n: int, name: str = "lying") -> Path:
+    """An experiment file with a sweep of ``n`` points."""
+    f = folder / "exp.yaml"
+    f.write_text(f"name: {name}\ncommand: echo $x\nsweep:\n  grid:\n    x: {list(range(n))}\n")
+    return f
