@@ -276,7 +276,10 @@ def parse_yaml(text: str, file: str = "<string>") -> YamlDocument:
         )) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        msg = " ".join(str(p) for p in (exc.context, exc.problem) if p)
+        context = exc.context
+        if context and exc.context_mark and mark and exc.context_mark.line != mark.line:
+            context = f"{context} (line {exc.context_mark.line + 1})"  # e.g. where the unclosed `[` is
+        msg = " ".join(str(p) for p in (context, exc.problem) if p)
         raise ConfigError(ConfigProblem(
             f"YAML syntax error: {msg}",
             file=file,
@@ -337,7 +340,7 @@ def read_text_file(path: str | Path) -> str:
         ConfigError: Missing, not a regular file, unreadable, not UTF-8; :class:`YamlLimitError`
             when over :data:`MAX_FILE_BYTES`.
     """
-    file = str(Path(path))
+    file = os.fspath(path)  # as the user wrote it: `site validate` matches problems to its arguments
     try:
         _refuse_unless_regular(os.stat(path), file)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -372,4 +375,4 @@ def read_yaml(path: str | Path) -> YamlDocument:
     Raises:
         ConfigError: The file cannot be read, is not valid YAML, or is over a limit.
     """
-    return parse_yaml(read_text_file(path), str(Path(path)))
+    return parse_yaml(read_text_file(path), os.fspath(path))
