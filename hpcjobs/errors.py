@@ -7,8 +7,59 @@ failure, 3 unexpected bug).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+import shlex
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+#: Most bytes (UTF-8) of a command's stderr, and likewise of its stdout, that an error keeps and shows.
+MESSAGE_EXCERPT_BYTES = 64 * 1024
+
+#: Most bytes of a scheduler's unreadable output shown with a parse error.
+PARSE_EXCERPT_BYTES = 4 * 1024
+
+_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def excerpt(text: str, limit: int = MESSAGE_EXCERPT_BYTES, *, omitted: int = 0) -> str:
+    """``text`` cut to about ``limit`` bytes of UTF-8: its head and tail around ``... N bytes omitted ...``.
+
+    Args:
+        text: The text to shorten (a command's output, possibly already shortened).
+        limit: Most bytes of ``text`` kept (half from the start, half from the end).
+        omitted: Bytes already dropped from the middle of ``text`` before it got here (by
+            :func:`hpcjobs.process.run_command`); added to the count in the marker.
+
+    Returns:
+        ``text`` itself when it fits, else the head, a marker line and the tail. The head and tail
+        are cut on character boundaries, so the result is never longer than ``limit`` bytes plus
+        the marker.
+    """
+    return _cut(text, limit, omitted)[0]
+
+
+def _cut(text: str, limit: int, omitted: int = 0) -> tuple[str, int]:
+    """:func:`excerpt` and the number of bytes it dropped (0 when ``text`` fits)."""
+    if len(text) <= limit // 4:  # at most 4 bytes a character: surely fits, no need to encode
+        return text, 0
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text, 0
+    half = limit // 2
+    head = data[:half].decode("utf-8", "ignore")  # "ignore" drops only a character cut in two
+    tail = data[len(data) - (limit - half):].decode("utf-8", "ignore")
+    dropped = len(data) - len(head.encode("utf-8", "surrogatepass")) - len(tail.encode("utf-8", "surrogatepass"))
+    return f"{head}\n... {dropped + omitted} bytes omitted ...\n{tail}", dropped
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (other than newline and tab) shown as ``\\xNN``.
+
+    Scheduler output is shown on a terminal: an escape sequence or a carriage return in it must
+    not redraw the screen or hide the lines before it.
+    """
+    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class HpcJobsError(Exception):
@@ -76,7 +127,21 @@ class SubmitError(HpcJobsError):
 
 
 class CommandError(HpcJobsError):
-    """An external command failed: carries the argv, exit code, stdout and stderr."""
+    """An external command failed: carries the argv, exit code, stdout and stderr.
+
+    ``stdout`` and ``stderr`` are kept to :data:`MESSAGE_EXCERPT_BYTES` each (head and tail around
+    a ``... N bytes omitted ...`` line), so an error (and whatever stores it, such as the sweep
+    ledger) stays small whatever the command printed; a job id on the last line of stdout is kept.
+
+    Attributes:
+        argv: The command and its arguments.
+        returncode: Its exit code; ``None`` when it could not be started or was killed at its timeout.
+        stdout: Its standard output (an excerpt when long).
+        stderr: Its standard error (an excerpt when long).
+        reason: Why it failed when not an exit code ("timed out after 60 s", "could not be started").
+        stdout_omitted: Bytes of stdout not kept (0 when all of it is there).
+        stderr_omitted: Bytes of stderr not kept.
+    """
 
     def __init__(
         self,
@@ -86,24 +151,40 @@ class CommandError(HpcJobsError):
         stderr: str = "",
         *,
         reason: str | None = None,
+        stdout_omitted: int = 0,
+        stderr_omitted: int = 0,
     ) -> None:
-        self.argv = list(argv)
+        self.argv = [str(a) for a in argv]
         self.returncode = returncode
-        self.stdout = stdout
-        self.stderr = stderr
+        self.stdout, out_dropped = _cut(stdout, MESSAGE_EXCERPT_BYTES, stdout_omitted)
+        self.stderr, err_dropped = _cut(stderr, MESSAGE_EXCERPT_BYTES, stderr_omitted)
+        self.stdout_omitted = stdout_omitted + out_dropped
+        self.stderr_omitted = stderr_omitted + err_dropped
         self.reason = reason
         super().__init__(self._describe())
 
-    def _describe(self) -> str:
-        import shlex
+    @property
+    def command(self) -> str:
+        """The command line, shell-quoted (as one would type it)."""
+        return shlex.join(self.argv)
 
-        cmd = shlex.join(self.argv)
+    @property
+    def stderr_excerpt(self) -> str:
+        """Stderr as stored in records such as the sweep ledger (at most :data:`MESSAGE_EXCERPT_BYTES`)."""
+        return self.stderr
+
+    def _describe(self) -> str:
         if self.reason:
-            head = f"command `{cmd}` {self.reason}"
+            head = f"command `{printable(self.command)}` {self.reason}"
         else:
-            head = f"command `{cmd}` exited with code {self.returncode}"
-        detail = self.stderr.strip() or self.stdout.strip()
-        return f"{head}\n{detail}" if detail else head
+            head = f"command `{printable(self.command)}` exited with code {self.returncode}"
+        err, out = self.stderr.strip(), self.stdout.strip()
+        parts = [head]
+        if err:
+            parts.append(f"stderr:\n{printable(err)}")
+        if out:
+            parts.append(f"stdout:\n{printable(out)}")
+        return "\n".join(parts)
 
 
 class CommandTimeout(CommandError):
@@ -111,7 +192,65 @@ class CommandTimeout(CommandError):
 
 
 class SchedulerOutputError(HpcJobsError):
-    """A scheduler printed something that does not follow its documented format."""
+    """A scheduler printed something that does not follow its documented format.
+
+    The parsers raise it knowing only the text; whoever ran the command attaches it with
+    :meth:`with_command` (or the :func:`reading_output_of` context), and the message then shows
+    the command line, its exit code and the start and end of what it printed.
+
+    Attributes:
+        problem: What is wrong with the output.
+        argv: The command that printed it, once known.
+        returncode: That command's exit code, once known.
+        output: An excerpt of what it printed (at most :data:`PARSE_EXCERPT_BYTES`).
+    """
+
+    def __init__(self, problem: str, *, argv: Sequence[str] | None = None, returncode: int | None = None,
+                 output: str | None = None) -> None:
+        self.problem = problem
+        self.argv: list[str] | None = None
+        self.returncode: int | None = None
+        self.output: str | None = None
+        super().__init__(problem)
+        if argv is not None:
+            self.with_command(argv, returncode=returncode, output=output)
+
+    def with_command(self, argv: Sequence[str], *, returncode: int | None = None,
+                     output: str | None = None) -> SchedulerOutputError:
+        """Record the command whose output could not be read (the first one recorded stays) and return ``self``."""
+        if self.argv is None:
+            self.argv = [str(a) for a in argv]
+            self.returncode = returncode
+            self.output = None if output is None else excerpt(output, PARSE_EXCERPT_BYTES)
+            self.args = (self._describe(),)
+        return self
+
+    def _describe(self) -> str:
+        text = printable(excerpt(self.problem, PARSE_EXCERPT_BYTES))
+        if self.argv is None:
+            return text
+        code = "" if self.returncode is None else f" (exit code {self.returncode})"
+        parts = [f"could not read the output of `{printable(shlex.join(self.argv))}`{code}: {text}"]
+        if self.output is not None and self.output.strip():
+            parts.append(f"output:\n{printable(self.output.strip())}")
+        return "\n".join(parts)
+
+
+@contextmanager
+def reading_output_of(argv: Sequence[str], output: str | None = None,
+                      returncode: int | None = None) -> Iterator[None]:
+    """Attach the command to any :class:`SchedulerOutputError` raised while parsing its output.
+
+    Example::
+
+        with reading_output_of(result.argv, result.stdout, result.returncode):
+            job_id = backend.parse_submit(result.stdout)
+    """
+    try:
+        yield
+    except SchedulerOutputError as exc:
+        exc.with_command(argv, returncode=returncode, output=output)
+        raise
 
 
 class LedgerError(HpcJobsError):

@@ -36,8 +36,8 @@ from hpcjobs.accounting.sacct_columns import COLUMN_GROUPS, assemble_frame
 from hpcjobs.accounting.sacct_read import read_columns
 from hpcjobs.accounting.schema import conform, empty_frame
 from hpcjobs.accounting.slurm_json import read_sacct_json
-from hpcjobs.errors import SchedulerOutputError
-from hpcjobs.process import CommandResult, run_command
+from hpcjobs.errors import SchedulerOutputError, reading_output_of
+from hpcjobs.process import CommandResult, output_limits, run_command
 
 __all__ = ["SACCT_ACCOUNTING_FIELDS", "query_sacct", "read_sacct_json", "read_sacct_parsable2",
            "sacct_accounting_argv"]
@@ -244,8 +244,10 @@ def query_sacct(
         if df is None:
             argv = sacct_accounting_argv(users=users, accounts=accounts, all_users=all_users, job_ids=job_ids,
                                          states=states, steps=steps, start=ws, end=we)
-            result = run(argv, timeout=timeout, env=env)
-            df = read_sacct_parsable2(result.stdout, SACCT_ACCOUNTING_FIELDS)
+            with output_limits(None):  # accounting text for reports: hundreds of MB is legitimate
+                result = run(argv, timeout=timeout, env=env)
+            with reading_output_of(result.argv, result.stdout, result.returncode):
+                df = read_sacct_parsable2(result.stdout, SACCT_ACCOUNTING_FIELDS)
             if store is not None and final:
                 store.store(key, df)
         frames.append(df)

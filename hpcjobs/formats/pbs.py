@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcjobs import states
-from hpcjobs.errors import SchedulerOutputError
+from hpcjobs.errors import SchedulerOutputError, excerpt
+from hpcjobs.formats import lines_from_end
 from hpcjobs.formats.pbs_accounting import AccountingRecord as AccountingRecord
 from hpcjobs.formats.pbs_accounting import as_int as as_int
 from hpcjobs.formats.pbs_accounting import as_text as as_text
@@ -99,7 +100,7 @@ def parse_job_id(job_id: str) -> PbsJobId:
     """
     m = _JOB_ID_RE.match(job_id.strip())
     if not m:
-        raise SchedulerOutputError(f"not a PBS job id: {job_id!r}")
+        raise SchedulerOutputError(f"not a PBS job id: {excerpt(job_id, 256)!r}")
     idx = m["idx"]
     return PbsJobId(
         sequence=int(m["seq"]),
@@ -147,10 +148,10 @@ def parse_qsub_output(stdout: str) -> str:
     Raises:
         SchedulerOutputError: When no line of ``stdout`` is a job id.
     """
-    for line in reversed(stdout.strip().splitlines()):
-        if _JOB_ID_RE.match(line.strip()):
-            return line.strip()
-    raise SchedulerOutputError(f"qsub printed no job id: {stdout!r}")
+    for line in lines_from_end(stdout):
+        if _JOB_ID_RE.match(line):
+            return line
+    raise SchedulerOutputError(f"qsub printed no job id: {excerpt(stdout, 1024)!r}")
 
 
 # --------------------------------------------------------------------------- qstat -f text

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hpcjobs import states as st
-from hpcjobs.errors import SchedulerOutputError
+from hpcjobs.errors import SchedulerOutputError, excerpt
+from hpcjobs.formats import lines_from_end
 from hpcjobs.schedulers.base import ClusterLimits, JobStatus
 
 # ---------------------------------------------------------------------------
@@ -141,7 +142,7 @@ def parse_job_id(text: str) -> SlurmJobId:
     """
     m = _JOB_ID_RE.match(text.strip())
     if not m:
-        raise SchedulerOutputError(f"not a Slurm job id: {text!r}")
+        raise SchedulerOutputError(f"not a Slurm job id: {excerpt(text, 256)!r}")
     task, het = m["task"], m["het"]
     return SlurmJobId(
         job_id=m["job"],
@@ -165,12 +166,12 @@ def parse_submit_output(stdout: str) -> tuple[str, str | None]:
     Raises:
         SchedulerOutputError: No job id in the output.
     """
-    lines = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
-    if not lines:
+    last = next(lines_from_end(stdout), None)
+    if last is None:
         raise SchedulerOutputError("sbatch printed no job id")
-    job_id, _, cluster = lines[-1].partition(";")
+    job_id, _, cluster = last.partition(";")
     if not job_id.isdigit():
-        raise SchedulerOutputError(f"sbatch --parsable printed {lines[-1]!r}, expected <id>[;<cluster>]")
+        raise SchedulerOutputError(f"sbatch --parsable printed {excerpt(last, 256)!r}, expected <id>[;<cluster>]")
     return job_id, cluster or None
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hpcjobs import process
-from hpcjobs.errors import CommandError, HpcJobsError
+from hpcjobs.errors import CommandError, HpcJobsError, reading_output_of
 from hpcjobs.schedulers.base import ClusterLimits, JobStatus, SchedulerBackend, SubmitOptions
 from hpcjobs.states import TERMINAL_STATES
 
@@ -23,6 +23,8 @@ log = logging.getLogger("hpcjobs.schedulers")
 
 SUBMIT_TIMEOUT_S = 60.0
 QUERY_TIMEOUT_S = 120.0
+#: Bytes of a status answer kept: one line per job, array task and step of a large sweep.
+STATUS_MAX_STDOUT = 256 * 1024 * 1024
 
 
 @dataclass
@@ -71,7 +73,8 @@ class SchedulerClient:
         """
         argv = self.backend.submit_argv(Path(script), options or SubmitOptions())
         result = self.run(argv, timeout=SUBMIT_TIMEOUT_S, cwd=cwd)
-        job_id = self.backend.parse_submit(result.stdout)
+        with reading_output_of(result.argv, result.stdout, result.returncode):
+            job_id = self.backend.parse_submit(result.stdout)
         log.info("submitted %s as %s", script, job_id)
         return job_id
 
@@ -85,17 +88,20 @@ class SchedulerClient:
         if not job_ids:
             return []
         argv = self.backend.status_argv(job_ids)
-        result = self.run(argv, check=False)
+        with process.output_limits(STATUS_MAX_STDOUT):
+            result = self.run(argv, check=False)
         fallback = getattr(self.backend, "fallback_status_argv", None)
         if result.returncode == 0:
-            records = self.backend.parse_status(result.stdout)
+            with reading_output_of(result.argv, result.stdout, result.returncode):
+                records = self.backend.parse_status(result.stdout)
             missing = [j for j in job_ids if not self.covers(records, j)]
             if missing and fallback is not None:
                 records += self._fallback_status(missing, check=False)
             return records
         tolerable = getattr(self.backend, "tolerable_status_error", None)
         if tolerable is not None and tolerable(result.stderr):
-            return self.backend.parse_status(result.stdout)  # some ids unknown; the rest are reported
+            with reading_output_of(result.argv, result.stdout, result.returncode):
+                return self.backend.parse_status(result.stdout)  # some ids unknown; the rest are reported
         unavailable = getattr(self.backend, "accounting_unavailable", None)
         if fallback is not None and unavailable is not None and unavailable(result.stderr):
             log.info("accounting unavailable (%s); using %s", result.stderr.strip(), fallback(job_ids)[0])
@@ -103,9 +109,11 @@ class SchedulerClient:
         raise CommandError(result.argv, result.returncode, result.stdout, result.stderr)
 
     def _fallback_status(self, job_ids: Sequence[str], *, check: bool) -> list[JobStatus]:
-        res = self.run(self.backend.fallback_status_argv(job_ids), check=False)  # type: ignore[attr-defined]
+        with process.output_limits(STATUS_MAX_STDOUT):
+            res = self.run(self.backend.fallback_status_argv(job_ids), check=False)  # type: ignore[attr-defined]
         if res.returncode == 0 or res.stdout.strip():
-            return self.backend.parse_fallback_status(res.stdout)  # type: ignore[attr-defined, no-any-return]
+            with reading_output_of(res.argv, res.stdout, res.returncode):
+                return self.backend.parse_fallback_status(res.stdout)  # type: ignore[attr-defined, no-any-return]
         if check:
             raise CommandError(res.argv, res.returncode, res.stdout, res.stderr)
         return []  # squeue exits 1 when it knows none of the ids
