@@ -18,6 +18,11 @@ Split out of :mod:`hpcjobs.sweep.ledger` (which re-exports every public name her
   ``stderr``, ``created_at``, ``updated_at``.
 - ``submission_points``: which points (with their array index and attempt) each submission carried.
 - ``point_attempts``: the final record of each earlier attempt of a resubmitted point.
+- ``stray_jobs``: jobs of the sweep the ledger did not accept (a late arrival of an attempt given up
+  for lost, a second job with one token) and what was done with them (``cancelled``).
+- ``unseen_jobs``: consecutive status polls that did not report a submitted job id (a job id the
+  scheduler never knows is marked lost after a grace period). These two tables were added without a
+  version change: a ledger that lacks them gets them at the first write that needs them.
 
 Point states: ``PLANNED`` (never submitted, or released after a failed submission),
 ``SUBMITTING`` (in a submission not yet resolved), ``SUBMITTED`` (accepted, no status yet), then

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from hpcjobs import process
-from hpcjobs.errors import ConfigError, SubmitError
+from hpcjobs.errors import ConfigError, LedgerError, SubmitError
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.sweep.api import run_sweep, sweep_status
@@ -424,3 +424,31 @@ def test_lying_sbatch_on_the_testbed_ends_with_one_job_per_chunk(lie, tmp_path, 
     _, again = run_sweep(exp, site=str(site), root=tmp_path / "sweeps")  # a rerun submits nothing
     assert again.points_submitted == 0 and again.strays_cancelled == []
     assert [j for j, _ in _tagged_on_testbed(prepared.sweep_id, name)] == [j for j, _ in jobs]
+
+
+# ------------------------------------------------------------------------------ the ledger's own guards
+
+def test_ledger_never_releases_or_adopts_what_it_cannot(tmp_path, monkeypatch):
+    fake = LyingSlurm()
+    _prepared, ledger, _ = _submitter(tmp_path, fake, monkeypatch)
+    ids = [p.point_id for p in ledger.points()]
+    seen = ledger.plan_chunk(ids[:2], 0)
+    ledger.mark_submitted(seen, "100")
+    from hpcjobs.schedulers.base import JobStatus
+
+    ledger.record_status([JobStatus(job_id="100_0", state="RUNNING", state_raw="RUNNING", array_job_id="100",
+                                    array_task_id=0)])
+    with pytest.raises(LedgerError, match="has had a status"):
+        ledger.mark_lost(seen, "test")  # the scheduler did know this job
+    failed = ledger.plan_chunk(ids[2:4], 1)
+    ledger.mark_failed(failed, "refused")
+    taken = ledger.plan_chunk(ids[2:4], 2)  # its points went again
+    assert not ledger.adopt_late_submission(failed, "105")  # its points are in flight under another token
+    ledger.mark_failed(taken, "refused")
+    assert ledger.adopt_late_submission(taken, "106")  # points pending again: the late job is taken back
+    assert not ledger.adopt_late_submission(failed, "105")  # ... and only once
+    assert (ledger.submission(taken).state, ledger.submission(taken).job_id) == ("submitted", "106")
+    assert ledger.submission(failed).state == "failed"
+    assert {p.point_id: (p.state, p.array_job_id, p.array_index) for p in ledger.points()[2:4]} == {
+        ids[2]: ("SUBMITTED", "106", 0), ids[3]: ("SUBMITTED", "106", 1)}
+    assert ledger.check_invariants() == []
