@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import functools
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,8 +15,53 @@ from hpcjobs.config.yamlio import KeyPath, YamlDocument, YamlLimitError, parse_y
 from hpcjobs.errors import ConfigError, ConfigProblem
 
 
+def _options(schema: dict[str, Any], defs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The alternatives of a JSON-schema node, ``$ref`` followed and ``anyOf`` flattened."""
+    if "$ref" in schema:
+        return _options(defs.get(schema["$ref"].rsplit("/", 1)[-1], {}), defs)
+    if "anyOf" in schema:
+        return [o for alt in schema["anyOf"] for o in _options(alt, defs)]
+    return [schema]
+
+
+@functools.lru_cache(maxsize=1)
+def _experiment_schema() -> dict[str, Any]:
+    return Experiment.model_json_schema()
+
+
+def is_text_key(path: KeyPath) -> bool:
+    """Whether the experiment schema says the value at ``path`` is text only (or null).
+
+    ``environment.X``, ``params.lr``, ``command``, ``name`` are; ``resources.nodes``, ``modules``
+    and unknown keys are not.
+    """
+    schema = _experiment_schema()
+    defs = schema.get("$defs", {})
+    nodes = _options(schema, defs)
+    for part in path:
+        nxt: list[dict[str, Any]] = []
+        for node in nodes:
+            props = node.get("properties", {})
+            if part in props:
+                nxt += _options(props[part], defs)
+                continue
+            patterns = node.get("patternProperties", {})
+            matching = [sub for pattern, sub in patterns.items() if re.search(pattern, part)]
+            extra = node.get("additionalProperties")
+            for sub in matching or [*patterns.values(), *([extra] if isinstance(extra, dict) else [])]:
+                nxt += _options(sub, defs)
+        nodes = nxt
+    kinds = [node.get("type") for node in nodes if node.get("type") != "null"]
+    return bool(kinds) and all(kind == "string" for kind in kinds)
+
+
 def parse_override(text: str) -> tuple[KeyPath, Any]:
-    """Split ``resources.gpus_per_node=2`` into a key path and a YAML-typed value.
+    """Split ``resources.gpus_per_node=2`` into a key path and a value.
+
+    The value of a text key (:func:`is_text_key`: ``environment.X``, ``params.P``, ``command``...)
+    is the text after the first ``=`` exactly as typed (YAML only checks it against its limits),
+    so ``a #b`` keeps its ``#b`` and line breaks stay line breaks. Other keys get a YAML-typed
+    value (``2``, ``[a, b]``, ``true``).
 
     Raises:
         ConfigError: No ``=``, or an empty key; a value over the YAML limits (:class:`YamlLimitError`).
@@ -33,6 +80,8 @@ def parse_override(text: str) -> tuple[KeyPath, Any]:
         raise
     except ConfigError:
         value = raw
+    if is_text_key(tuple(key.split("."))):
+        return tuple(key.split(".")), raw
     if isinstance(value, (dict, list)) or value is None:
         value = raw if value is None else value
     return tuple(key.split(".")), value

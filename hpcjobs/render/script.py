@@ -15,6 +15,7 @@ from hpcjobs.config.site import SiteConfig
 from hpcjobs.config.sites import detect_site, find_site, load_site_file
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.render.directives import DIRECTIVE_PREFIX, build_directives
+from hpcjobs.render.shellvalue import UnencodableValueError
 from hpcjobs.render.templating import shell_quote, template_environment, template_search_path
 from hpcjobs.resolve import ResolvedJob, resolve
 
@@ -49,6 +50,18 @@ class RenderedScript:
         return f"{self.job.name}.{self.job.scheduler}.sh"
 
 
+def _encoded(value: str, key: str) -> str:
+    """``value`` as one bash word (:func:`hpcjobs.render.shellvalue.shell_word`).
+
+    Raises:
+        ConfigError: The value contains NUL (refused where it entered; this is the last guard).
+    """
+    try:
+        return shell_quote(value)
+    except UnencodableValueError as exc:
+        raise ConfigError(ConfigProblem(str(exc), key=f"environment.{key}")) from None
+
+
 def template_name(job: ResolvedJob, experiment_template: str | None = None) -> str:
     """Which template renders ``job``: the experiment's, else the site's, else the scheduler's."""
     return experiment_template or job.site.template or f"{job.scheduler}.sh.j2"
@@ -58,17 +71,27 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
                template_dirs: tuple[str, ...] = ()) -> RenderedScript:
     """Render ``job`` with the layered templates.
 
+    Every value goes into the script through :func:`hpcjobs.render.shellvalue.shell_word` (the
+    ``q``/``qpath`` filters and the ``environment_lines`` exports): one printable-ASCII word per
+    value, decoded by bash to exactly the value's UTF-8 bytes.
+
     Raises:
-        ConfigError: The template does not exist, has a syntax error, or uses an undefined variable.
+        ConfigError: The template does not exist, has a syntax error, or uses an undefined variable;
+            or a value contains NUL.
     """
     name = template_name(job, template)
     env = template_environment(template_dirs)
     directives = build_directives(job)
     prefix = DIRECTIVE_PREFIX[job.scheduler]
     lines = ["module purge"] if job.site.module_purge else []
-    lines += [f"module load {shell_quote(m)}" for m in job.modules]
-    lines += [f"export {k}={shell_quote(v)}" for k, v in job.environment]
-    lines += [f"export HPCJOBS_JOB_NAME={shell_quote(job.name)}", f"export HPCJOBS_SITE={shell_quote(job.site.name)}"]
+    try:
+        lines += [f"module load {shell_quote(m)}" for m in job.modules]
+        for key, value in job.environment:
+            lines.append(f"export {key}={_encoded(value, key)}")
+        lines += [f"export HPCJOBS_JOB_NAME={shell_quote(job.name)}",
+                  f"export HPCJOBS_SITE={shell_quote(job.site.name)}"]
+    except UnencodableValueError as exc:
+        raise ConfigError(ConfigProblem(str(exc))) from None
     context = {
         "job": job,
         "site": job.site,
@@ -105,6 +128,9 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
                                         line=exc.lineno)) from None
     except jinja2.UndefinedError as exc:
         raise ConfigError(ConfigProblem(f"template {name!r} uses an undefined value: {exc.message}",
+                                        key="template")) from None
+    except UnencodableValueError as exc:
+        raise ConfigError(ConfigProblem(f"template {name!r} quotes a value that cannot reach a job: {exc}",
                                         key="template")) from None
     return RenderedScript(job, text, name)
 

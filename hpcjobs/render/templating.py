@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import functools
 import os
-import shlex
 from pathlib import Path
 
 import jinja2
 
 from hpcjobs.config.sites import user_config_dir
+from hpcjobs.render.shellvalue import shell_word, shell_word_path
 from hpcjobs.resources import shipped_dir
 
 SYSTEM_TEMPLATE_DIR = Path("/etc/hpcjobs/templates")
@@ -31,18 +31,25 @@ def template_search_path(extra: tuple[str, ...] = ()) -> list[Path]:
 
 
 def shell_quote(value: object) -> str:
-    """Quote ``value`` as one literal shell word (``$``, backticks, quotes, newlines stay data)."""
-    return shlex.quote(str(value))
+    """Quote ``value`` as one literal bash word (the ``q`` filter).
+
+    ``$``, backticks, quotes, newlines and every other character stay data; the word is
+    printable ASCII on one line (see :mod:`hpcjobs.render.shellvalue` for the encoding and
+    how bash decodes it).
+
+    Raises:
+        ValueError: The value contains NUL (no bash word can hold it).
+    """
+    return shell_word(value)
 
 
 def shell_quote_path(value: object) -> str:
-    """Quote a path as one shell word, keeping a leading ``~/`` meaning the home directory."""
-    text = str(value)
-    if text == "~":
-        return '"$HOME"'
-    if text.startswith("~/"):
-        return '"$HOME"/' + shlex.quote(text[2:])
-    return shlex.quote(text)
+    """Quote a path as one bash word, keeping a leading ``~/`` meaning the home directory (``qpath``).
+
+    Raises:
+        ValueError: The path contains NUL.
+    """
+    return shell_word_path(value)
 
 
 @functools.lru_cache(maxsize=8)

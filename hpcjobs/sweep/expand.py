@@ -17,12 +17,12 @@ import json
 import math
 import random
 import re
-import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.render.shellvalue import UnencodableValueError, shell_word
 from hpcjobs.sweep.limits import check_sweep_size, range_count
 from hpcjobs.sweep.spec import (
     FilterError,
@@ -157,14 +157,20 @@ def _split_unquoted(text: str, what: str) -> list[str]:
 
 
 def _scalar(piece: str, what: str) -> Any:
-    """One override value: quoted → text, else read as a YAML scalar (``0.1``, ``true``, ``null``, ``adam``)."""
+    """One override value: quoted → text, else read as a YAML scalar (``0.1``, ``true``, ``null``, ``adam``).
+
+    Text arrives exactly as typed (only spaces and tabs around it are dropped): a value that
+    YAML reads as text keeps its own spelling, and one holding ``#`` or a character that is not
+    printable (line breaks, form feed, other controls) is taken as text without YAML, which would
+    fold its lines, drop a ``# comment`` or refuse the character.
+    """
     from hpcjobs.config.yamlio import parse_yaml
 
-    s = piece.strip()
+    s = piece.strip(" \t")
     if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
-        value: Any = re.sub(r"\\(.)", r"\1", s[1:-1])
-    elif s == "":
-        value = ""
+        value: Any = re.sub(r"\\(.)", r"\1", s[1:-1], flags=re.S)
+    elif s == "" or "#" in s or not s.isprintable():
+        value = s
     else:
         try:
             value = parse_yaml(s, what).data
@@ -174,6 +180,8 @@ def _scalar(piece: str, what: str) -> Any:
             raise ConfigError(ConfigProblem(
                 f"value {s!r} is not a scalar: sweep values are text, numbers, booleans or null "
                 "(quote it to pass it as text)", key=what))
+        if isinstance(value, str):
+            value = s
     try:
         return check_value(value)
     except ValueError as exc:
@@ -525,23 +533,40 @@ def env_value(value: Any) -> str:
     return str(value)
 
 
+def point_env_lines(point: Point) -> list[str]:
+    """The ``export NAME=VALUE`` lines of a point, each one line of printable ASCII.
+
+    One line per parameter (``NAME`` from :func:`env_name`, ``VALUE`` encoded by
+    :func:`hpcjobs.render.shellvalue.shell_word`, so any text, ``$(...)``, backticks, quotes,
+    ``#`` and every line-breaking character included, arrives as exactly its UTF-8 bytes), then
+    ``HPCJOBS_POINT_ID``, ``HPCJOBS_POINT_INDEX`` and ``HPCJOBS_PARAMS_JSON`` (the canonical
+    JSON of all parameters). A line never contains a line break, so callers may join, indent or
+    split them freely.
+
+    Raises:
+        ConfigError: Parameter names that cannot be exported or that collide, or a value holding
+            NUL (refused earlier by :func:`hpcjobs.sweep.spec.check_value`; this is the last guard).
+    """
+    names = env_names(point.params)
+    try:
+        lines = [f"export {names[k]}={shell_word(env_value(v))}" for k, v in point.params.items()]
+        lines.append(f"export HPCJOBS_POINT_ID={shell_word(point.point_id)}")
+        lines.append(f"export HPCJOBS_POINT_INDEX={point.index}")
+        lines.append(f"export HPCJOBS_PARAMS_JSON={shell_word(point.params_json)}")
+    except UnencodableValueError as exc:
+        raise ConfigError(ConfigProblem(str(exc), key="sweep")) from None
+    return lines
+
+
 def point_env_file_text(point: Point) -> str:
     """The text of a bash file that exports a point's parameters (the array task ``source`` s it).
 
-    One ``export NAME=VALUE`` line per parameter (``NAME`` from :func:`env_name`, ``VALUE``
-    quoted with :func:`shlex.quote`, so any text, ``$(...)``, backticks, quotes and newlines
-    included, arrives verbatim), then ``HPCJOBS_POINT_ID``, ``HPCJOBS_POINT_INDEX`` and
-    ``HPCJOBS_PARAMS_JSON`` (the canonical JSON of all parameters).
+    A comment line, then :func:`point_env_lines`.
 
     Raises:
-        ConfigError: Parameter names that cannot be exported or that collide.
+        ConfigError: As :func:`point_env_lines`.
     """
-    names = env_names(point.params)
-    lines = [f"# hpcjobs sweep point {point.point_id} (index {point.index})"]
-    lines += [f"export {names[k]}={shlex.quote(env_value(v))}" for k, v in point.params.items()]
-    lines.append(f"export HPCJOBS_POINT_ID={shlex.quote(point.point_id)}")
-    lines.append(f"export HPCJOBS_POINT_INDEX={point.index}")
-    lines.append(f"export HPCJOBS_PARAMS_JSON={shlex.quote(point.params_json)}")
+    lines = [f"# hpcjobs sweep point {point.point_id} (index {point.index})", *point_env_lines(point)]
     return "\n".join(lines) + "\n"
 
 

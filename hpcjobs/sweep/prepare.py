@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,9 +31,10 @@ from hpcjobs.config.loading import load_experiment
 from hpcjobs.config.site import SiteConfig
 from hpcjobs.output import atomic_write_text
 from hpcjobs.render.script import ARRAY_INDEX_VAR, load_site_for, render_job
+from hpcjobs.render.shellvalue import shell_word
 from hpcjobs.resolve import ResolvedJob, resolve
 from hpcjobs.schedulers.base import ArraySpec
-from hpcjobs.sweep.expand import Point, expand, point_env_file_text
+from hpcjobs.sweep.expand import Point, expand, point_env_lines
 
 #: Where sweep folders go unless told otherwise (relative to the submit directory).
 DEFAULT_SWEEP_ROOT = "hpcjobs-sweeps"
@@ -119,15 +119,19 @@ def prepare_sweep(
 def chunk_env_text(prepared: PreparedSweep, point_ids: Sequence[str]) -> str:
     """The ``chunks/<n>.env`` file: a bash ``case`` on the array index exporting that point's parameters.
 
-    Values are quoted by :func:`hpcjobs.sweep.expand.point_env_file_text`: they arrive verbatim.
+    Each arm is built from :func:`hpcjobs.sweep.expand.point_env_lines`, whose lines are single
+    lines of printable ASCII (values encoded by :func:`hpcjobs.render.shellvalue.shell_word`):
+    any value, line breaks and ``#`` included, arrives as exactly its bytes.
+
+    Raises:
+        ConfigError: A value that cannot reach a job (NUL).
     """
     by_id = {p.point_id: p for p in prepared.points}
-    parts = [f"# hpcjobs sweep {prepared.sweep_id}: parameters by array index (generated; do not edit)",
+    parts = [f"# hpcjobs sweep {shell_word(prepared.sweep_id)}: parameters by array index (generated; do not edit)",
              'case "$HPCJOBS_ARRAY_INDEX" in']
     for index, pid in enumerate(point_ids):
-        lines = [ln for ln in point_env_file_text(by_id[pid]).splitlines() if not ln.startswith("#")]
         parts.append(f"{index})")
-        parts.extend(f"    {ln}" for ln in lines)
+        parts.extend(f"    {ln}" for ln in point_env_lines(by_id[pid]))
         parts.append("    ;;")
     parts.append('*) echo "hpcjobs: no sweep point for array index $HPCJOBS_ARRAY_INDEX" >&2; exit 2;;')
     parts.append("esac")
@@ -149,9 +153,9 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
     ``params.json``: one script serves every point, and a parameter value never becomes shell code.
     """
     index_var = ARRAY_INDEX_VAR[prepared.site.scheduler]
-    folder = shlex.quote(str(prepared.folder))
+    folder = shell_word(str(prepared.folder))
     preamble = (
-        f"export HPCJOBS_SWEEP_ID={shlex.quote(prepared.sweep_id)} HPCJOBS_SWEEP_DIR={folder}",
+        f"export HPCJOBS_SWEEP_ID={shell_word(prepared.sweep_id)} HPCJOBS_SWEEP_DIR={folder}",
         f"export HPCJOBS_CHUNK={chunk} HPCJOBS_ARRAY_INDEX=\"${{{index_var}:?not an array task}}\"",
         "# shellcheck source=/dev/null",
         f'source "$HPCJOBS_SWEEP_DIR/chunks/{chunk}.env"',
