@@ -22,7 +22,10 @@ from hpcjobs.resolve import resolve
 LOCAL = SiteConfig.model_validate({"name": "local", "scheduler": "local"})
 
 HOSTILE = ["$(touch PWNED)", "`touch PWNED`", "'; touch PWNED; '", '"; touch PWNED; "', "a\nb\n", "*",
-           "$HOME", "\\", "${IFS}", "!!", "-n", "", " lead and trail ", "é漢字🙂", "a'b\"c", "\t", "%s%n"]
+           "$HOME", "\\", "${IFS}", "!!", "-n", "", " lead and trail ", "é漢字🙂", "a'b\"c", "\t", "%s%n",
+           # every character a line splitter breaks on, before a '#' that would start a comment
+           "a\r# b", "a\x0b# b", "a\x0c# b", "a\x1c# b", "a\x1d# b", "a\x1e# b", "a\x85# b", "a\u2028# b",
+           "a\u2029# b", "\x01\x7f"]
 
 values = st.one_of(
     st.sampled_from(HOSTILE),
@@ -59,7 +62,10 @@ def test_hostile_values_arrive_verbatim(env_value: str, param_value: str, module
             "workdir": str(workdir),
             "command": 'printf "%s\\0" "$V" "$P" "$PWD" > "$HPCJOBS_TEST_OUT.values"',
         })
-        proc, _ = _run(render_job(resolve(exp, LOCAL)).text, cwd)
+        text = render_job(resolve(exp, LOCAL)).text
+        # one printable-ASCII line per value: no line splitter, editor or locale can change it
+        assert text.isascii() and all(line.isprintable() for line in text.splitlines())
+        proc, _ = _run(text, cwd)
         assert proc.returncode == 0, proc.stderr.decode()
         got = (cwd / "modules.out.values").read_bytes().decode().split("\0")[:-1]
         assert got == [env_value, param_value, str(workdir)]
