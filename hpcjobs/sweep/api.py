@@ -6,10 +6,7 @@ status call per poll), and returns plain data; the CLI only prints it.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -113,9 +110,11 @@ def _detach_local(prepared: PreparedSweep, workers: int | None) -> SubmitReport:
     argv = [sys.executable, "-m", "hpcjobs", "sweep-run-local", str(prepared.folder)]
     if workers:
         argv += ["--workers", str(workers)]
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
-                                cwd=prepared.submit_dir, start_new_session=True)
+    from hpcjobs.process import start_process
+
+    with open(log, "ab") as out:  # its own session: it outlives this command and the terminal
+        proc = start_process(argv, stdout=out.fileno(), stderr=out.fileno(), cwd=prepared.submit_dir,
+                             new_session=True)
     report = SubmitReport(prepared.sweep_id, len(prepared.points))
     report.job_ids.append(f"local runner pid {proc.pid}")
     return report
@@ -227,6 +226,10 @@ def sweep_status(name: str | Path, *, root: str | Path | None = None, poll: bool
                 "the ledger %s is read-only for you: showing the scheduler's answer without recording it", ledger.path)
         if poll and meta.scheduler != "local":
             changed = poll_status(ledger, client or client_for(meta.scheduler))
+        elif poll and not ledger.read_only:
+            from hpcjobs.sweep.local import settle_if_idle
+
+            changed = settle_if_idle(ledger)  # a dead local runner's points: from their exit files
         return SweepStatus(meta.sweep_id, folder, meta.site, meta.scheduler, ledger.summary(), ledger.points(),
                            changed, ledger.read_only)
 
@@ -245,8 +248,7 @@ def cancel_sweep(name: str | Path, *, root: str | Path | None = None,
         live = {p.submission_token for p in ledger.points() if p.state not in states.TERMINAL_STATES}
         ids = [s.job_id for s in ledger.submissions() if s.job_id and s.state == "submitted" and s.token in live]
         if meta.scheduler == "local":
-            _cancel_local(ids)
-            return ids
+            return _cancel_local(ledger)
         if ids:
             c = client or client_for(meta.scheduler)
             c.cancel(ids)
@@ -254,16 +256,11 @@ def cancel_sweep(name: str | Path, *, root: str | Path | None = None,
         return ids
 
 
-def _cancel_local(job_ids: Sequence[str]) -> None:
-    import signal
+def _cancel_local(ledger: Ledger) -> list[str]:
+    """Cancel a local sweep: only the process groups hpcjobs started and recorded (pid and start time)."""
+    from hpcjobs.sweep.local import cancel_local
 
-    from hpcjobs.sweep.local import _runner_pid
-
-    for j in job_ids:
-        pid = _runner_pid(j)
-        if pid:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(os.getpgid(pid), signal.SIGTERM)
+    return cancel_local(ledger)
 
 
 def resubmit_sweep(

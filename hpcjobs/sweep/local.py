@@ -3,86 +3,541 @@
 The same array script a cluster would run is executed once per point with
 ``HPCJOBS_ARRAY_INDEX`` set, by a pool of at most ``workers`` processes. The runner records
 each point's start and end in the ledger, so ``hpcjobs status`` works the same as on a cluster.
-A runner that dies (kill -9, a closed laptop) leaves points it had started; the next run marks
-them FAILED ("local runner died") and runs them again as a new attempt.
+
+How a point runs, and why a crash of the runner at any moment is harmless:
+
+- Each point runs in its own session and process group, under a small bash wrapper
+  (:data:`POINT_WRAPPER`) that writes the point's exit status to ``local/<token>.<index>.exit``
+  itself, so a point that finished before the runner died is recorded as finished.
+- The runner holds ``local/<point_id>.lock`` (``flock``) before starting a point and hands the
+  locked descriptor to it; every process of the point inherits it, so the lock is free exactly
+  when no process of that point is left. A point is never started while its lock is held.
+- The runner writes ``local/<token>.<index>.proc`` with the wrapper's pid and its start time
+  (field 22 of ``/proc/<pid>/stat``, see proc(5)); a process group is only ever signalled after
+  that pair matches, so a reused pid is never signalled.
+- The wrapper asks the kernel for ``SIGTERM`` when the runner dies (``PR_SET_PDEATHSIG``,
+  prctl(2)) and forwards it to its process group. ``SIGTERM``/``SIGINT``/``SIGHUP`` to the runner
+  are forwarded the same way, its points recorded ``CANCELLED``, and the runner stops.
+- A new runner (and ``hpcjobs status``, when no runner holds the sweep) first settles what a
+  dead runner left: a point whose lock is still held is left to finish (the runner waits for it),
+  one with an exit file is recorded from it, one without is marked FAILED ("local runner died")
+  and run again as a new attempt.
+- ``hpcjobs cancel`` writes ``local/<token>.cancel`` (a live runner stops starting points of that
+  run), signals the recorded process groups, waits for them, and records the points.
+
+The files live in ``<sweep folder>/local/``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
-import subprocess
+import re
+import signal
+import threading
 import time
-from collections.abc import Callable
-from typing import IO
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
 
 from hpcjobs import states
+from hpcjobs.errors import HpcJobsError, LedgerError
+from hpcjobs.process import start_process
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.sweep.chunks import Chunk
-from hpcjobs.sweep.ledger import Ledger, new_token
+from hpcjobs.sweep.ledger import Ledger, PointRecord, SubmitterLock, new_token
 from hpcjobs.sweep.prepare import PreparedSweep, render_chunk_script, write_chunk_file
 from hpcjobs.sweep.submitter import SubmitReport
 
 LOCAL_PREFIX = "local-"
+RUNNER_DIED = "local runner died"
+#: Seconds a stopping runner (or ``cancel``) waits after SIGTERM before it sends SIGKILL.
+STOP_GRACE_S = 10.0
+_POLL_S = 0.05
+_LOCK_FD_MIN = 100  # the point's lock descriptor sits above the 0-9 that scripts use with `exec N>`
+
+#: Runs one point: ``bash -c POINT_WRAPPER hpcjobs-point SCRIPT EXIT_FILE``, as the leader of its own process
+#: group. SIGTERM/SIGINT/SIGHUP to it (the runner's death, a stop) create ``EXIT_FILE.stop`` and go on to the whole
+#: group as SIGTERM. The task script runs under a subshell that ignores those signals once the script has started
+#: (the script itself keeps the default ones), waits for it, and writes ``<exit status> done|terminated`` to
+#: EXIT_FILE with a shell builtin: a point that finished is recorded as finished whenever the signal comes.
+POINT_WRAPPER = r"""stop() { trap '' TERM INT HUP; : > "$2.stop"; kill -TERM 0 2>/dev/null; }
+trap 'stop "$@"' TERM INT HUP
+(
+    bash "$1" </dev/null &
+    trap '' TERM INT HUP
+    wait "$!"; rc=$?
+    how=done
+    if [ -e "$2.stop" ]; then how=terminated; fi
+    printf '%s %s\n' "$rc" "$how" > "$2"
+    exit "$rc"
+) &
+wait "$!"; rc=$?
+trap '' TERM INT HUP
+wait
+exit "$rc"
+"""
+
+_EXIT_RE = re.compile(r"(\d{1,3}) (done|terminated)\n")
 
 
-def _pid_alive(pid: int) -> bool:
+class RunnerInterrupted(HpcJobsError):
+    """The local runner was asked to stop by a signal; its points were stopped and recorded CANCELLED."""
+
+    def __init__(self, signum: int) -> None:
+        self.exit_code = 128 + signum
+        super().__init__(f"local runner stopped by {signal.Signals(signum).name}; its running points were "
+                         "cancelled (hpcjobs resubmit SWEEP --state CANCELLED runs them again)")
+
+
+# ----------------------------------------------------------------------------------------- files
+
+
+def process_start_time(pid: int) -> int | None:
+    """The start time of process ``pid`` (clock ticks after boot, field 22 of ``/proc/<pid>/stat``), or None."""
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return int(fields[19])  # fields after the command name start at field 3
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class ProcRecord:
+    """A point's process as the runner started it: the wrapper's pid (= its process group) and start time."""
+
+    pid: int
+    start_time: int
+    point_id: str
+
+    def is_alive(self) -> bool:
+        """The recorded process still exists (same pid AND same start time: not a reused pid)."""
+        return process_start_time(self.pid) == self.start_time
+
+    def signal_group(self, sig: int) -> bool:
+        """Send ``sig`` to the process group, only if the recorded process is still the same one.
+
+        Returns:
+            True if the signal was sent.
+        """
+        if not self.is_alive():
+            return False
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+
+class LocalFiles:
+    """The ``local/`` folder of a sweep: point locks, process records, exit files, cancel markers."""
+
+    def __init__(self, sweep_dir: Path) -> None:
+        self.dir = Path(sweep_dir) / "local"
+
+    def lock(self, point_id: str) -> Path:
+        """The point's lock, held by every process of a running point."""
+        return self.dir / f"{point_id}.lock"
+
+    def proc(self, token: str, index: int) -> Path:
+        """The process record of one task of run ``token``."""
+        return self.dir / f"{token}.{index}.proc"
+
+    def exit(self, token: str, index: int) -> Path:
+        """The exit file the task's wrapper writes when it ends."""
+        return self.dir / f"{token}.{index}.exit"
+
+    def cancel_marker(self, token: str) -> Path:
+        """Present when ``hpcjobs cancel`` cancelled run ``token``."""
+        return self.dir / f"{token}.cancel"
+
+    @contextlib.contextmanager
+    def control(self) -> Iterator[None]:
+        """Exclusive section: starting a point vs. writing a cancel marker and reading process records."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / "control.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def lock_held(self, point_id: str) -> bool:
+        """True while some process of the point is alive (it holds the point's lock)."""
+        try:
+            fd = os.open(self.lock(point_id), os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
         return False
 
+    def take_lock(self, point_id: str) -> int | None:
+        """Lock the point for a new run; the descriptor (above 99) is for the child. None: a run is alive."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock(point_id), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _LOCK_FD_MIN)
+        except BlockingIOError:
+            return None
+        finally:
+            os.close(fd)
 
-def _runner_pid(job_id: str) -> int | None:
-    # local job ids are local-<pid>-<token>
-    parts = job_id.split("-")
-    return int(parts[1]) if len(parts) >= 3 and parts[1].isdigit() else None
+    def write_proc(self, token: str, index: int, record: ProcRecord) -> None:
+        """Record a started task (temporary file and rename: readers never see half a record)."""
+        path = self.proc(token, index)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"pid": record.pid, "start_time": record.start_time,
+                                   "point_id": record.point_id}) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+    def read_proc(self, token: str, index: int) -> ProcRecord | None:
+        """The recorded process of a task, or None."""
+        try:
+            d = json.loads(self.proc(token, index).read_text(encoding="utf-8"))
+            return ProcRecord(int(d["pid"]), int(d["start_time"]), str(d["point_id"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def read_exit(self, token: str, index: int) -> tuple[int, bool] | None:
+        """``(exit status, terminated by a signal)`` from the task's exit file; None when absent or incomplete."""
+        try:
+            m = _EXIT_RE.fullmatch(self.exit(token, index).read_text(encoding="ascii", errors="replace"))
+        except OSError:
+            return None
+        return (int(m.group(1)), m.group(2) == "terminated") if m else None
+
+
+# ------------------------------------------------------------------------------------- recording
+
+
+def _status(job_id: str, index: int, state: str, raw: str, exit_code: int | None = None,
+            exit_signal: int | None = None) -> JobStatus:
+    return JobStatus(f"{job_id}_{index}", state, raw, array_job_id=job_id, array_task_id=index,
+                     exit_code=exit_code, exit_signal=exit_signal)
+
+
+def _outcome(job_id: str, index: int, ended: tuple[int, bool] | None, popen_rc: int | None,
+             stopped: str | None) -> JobStatus:
+    """The final record of a task: from its exit file, else from the wrapper's own exit status.
+
+    ``stopped`` (the reason hpcjobs stopped the run) turns a failure into CANCELLED; a task that
+    exited 0 is COMPLETED whatever happened after.
+    """
+    if ended is not None:
+        rc, terminated = ended
+        if rc == 0:
+            return _status(job_id, index, states.COMPLETED, "exit 0", 0, 0)
+        if stopped:
+            return _status(job_id, index, states.CANCELLED, stopped, rc)
+        return _status(job_id, index, states.FAILED, f"exit {rc}" + (" (terminated)" if terminated else ""), rc, 0)
+    if stopped:
+        return _status(job_id, index, states.CANCELLED, stopped, popen_rc)
+    if popen_rc is not None and popen_rc < 0:
+        return _status(job_id, index, states.FAILED, f"killed by signal {-popen_rc}", None, -popen_rc)
+    return _status(job_id, index, states.FAILED, f"exit {popen_rc}", popen_rc, 0)
+
+
+def _local_points(ledger: Ledger) -> list[PointRecord]:
+    """Points of local runs not finished yet (queued or running under some runner)."""
+    return [p for p in ledger.points() if p.state not in states.TERMINAL_STATES and p.array_job_id is not None
+            and p.array_job_id.startswith(LOCAL_PREFIX) and p.submission_token and p.array_index is not None]
+
+
+def settle_dead_runs(ledger: Ledger, *, cancelled: bool = False) -> list[PointRecord]:
+    """Record what runners that no longer exist left behind. Call only while holding the sweep lock.
+
+    A point whose lock is still held is alive and left alone (returned); one whose exit file exists is
+    recorded from it; one without (never started, or killed before it could write) is FAILED
+    ("local runner died"), or CANCELLED when its run was cancelled or ``cancelled`` is set. Runs that
+    were planned but never marked started return their points to pending.
+
+    Returns:
+        The points still alive.
+    """
+    files = LocalFiles(ledger.dir)
+    for sub in ledger.unresolved_submissions():  # planned, never started: no process can exist
+        ledger.mark_failed(sub.token, f"{RUNNER_DIED} before starting the run")
+    alive: list[PointRecord] = []
+    records: list[JobStatus] = []
+    for p in _local_points(ledger):
+        assert p.submission_token is not None and p.array_index is not None and p.array_job_id is not None
+        if files.lock_held(p.point_id):
+            alive.append(p)
+            continue
+        stopped = "cancelled" if cancelled or files.cancel_marker(p.submission_token).exists() else None
+        ended = files.read_exit(p.submission_token, p.array_index)
+        if ended is None or (ended[1] and ended[0] != 0):
+            raw = stopped or RUNNER_DIED
+            state = states.CANCELLED if stopped else states.FAILED
+            records.append(_status(p.array_job_id, p.array_index, state, raw, ended[0] if ended else None))
+        else:
+            records.append(_outcome(p.array_job_id, p.array_index, ended, None, stopped))
+    if records:
+        ledger.record_status(records)
+    return alive
+
+
+def settle_if_idle(ledger: Ledger) -> int:
+    """For ``hpcjobs status``: when no runner holds the sweep, record what a dead runner left.
+
+    Returns:
+        How many points changed (0 when a runner is alive or the ledger cannot be written).
+    """
+    before = ledger.summary()
+    lock = SubmitterLock(ledger.dir)
+    try:
+        lock.acquire()
+    except LedgerError:
+        return 0
+    try:
+        settle_dead_runs(ledger)
+    finally:
+        lock.release()
+    after = ledger.summary()
+    return sum(abs(after.get(s, 0) - before.get(s, 0)) for s in set(before) | set(after)) // 2
+
+
+def _reset_died(ledger: Ledger) -> int:
+    return ledger.reset_for_resubmit([p.point_id for p in ledger.points(states.FAILED) if p.state_raw == RUNNER_DIED])
 
 
 def recover_dead_runs(ledger: Ledger) -> int:
-    """Points left queued or running by a runner that no longer exists: mark them FAILED, then pending.
+    """Settle a dead runner's points and make those it lost pending again (the caller holds the sweep lock).
+
+    Points still alive are left running; :func:`run_local` waits for them before it starts anything.
 
     Returns:
         How many points were made pending again.
     """
-    dead: list[JobStatus] = []
-    for p in ledger.points():
-        if p.state in states.TERMINAL_STATES or p.array_job_id is None:
-            continue
-        if not p.array_job_id.startswith(LOCAL_PREFIX):
-            continue
-        pid = _runner_pid(p.array_job_id)
-        if pid is not None and _pid_alive(pid):
-            continue
-        dead.append(JobStatus(f"{p.array_job_id}_{p.array_index}", states.FAILED, "local runner died",
-                              array_job_id=p.array_job_id, array_task_id=p.array_index))
-    if not dead:
-        return 0
-    ledger.record_status(dead)
-    return ledger.reset_for_resubmit([p.point_id for p in ledger.points(states.FAILED)
-                                      if p.state_raw == "local runner died"])
+    settle_dead_runs(ledger)
+    return _reset_died(ledger)
 
 
-def _record(job_id: str, index: int, rc: int) -> JobStatus:
-    """The final record of one local task from its exit status (negative: killed by that signal)."""
-    task = f"{job_id}_{index}"
-    if rc < 0:
-        return JobStatus(task, states.FAILED, f"killed by signal {-rc}", array_job_id=job_id, array_task_id=index,
-                         exit_signal=-rc)
-    return JobStatus(task, states.COMPLETED if rc == 0 else states.FAILED, "exit 0" if rc == 0 else f"exit {rc}",
-                     array_job_id=job_id, array_task_id=index, exit_code=rc, exit_signal=0)
+# --------------------------------------------------------------------------------------- signals
+
+
+class _StopSignals:
+    """While active (main thread only), SIGTERM/SIGINT/SIGHUP set :attr:`signum` instead of killing the runner."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = self.signum or signum
+
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for s in self.SIGNALS:
+                self._old[s] = signal.signal(s, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, old in self._old.items():
+            signal.signal(s, old)
+        self._old.clear()
+
+
+# ---------------------------------------------------------------------------------------- running
+
+
+@dataclass
+class _Task:
+    index: int
+    point_id: str
+    proc: Any  # subprocess.Popen[bytes]
+    files: list[IO[bytes]]
+    signalled: float | None = None
+
+
+@dataclass
+class _Run:
+    """One local run (one token) of a chunk of points."""
+
+    prepared: PreparedSweep
+    ledger: Ledger
+    files: LocalFiles
+    job_id: str
+    token: str
+    script: Path
+    point_ids: tuple[str, ...]
+    workers: int
+    stop: _StopSignals
+    progress: Callable[[int, int], None] | None
+    running: dict[int, _Task] = field(default_factory=dict)
+    finished: int = 0
+
+    def start(self, index: int, out_dir: Path) -> bool:
+        """Start one task (under the control lock, so ``cancel`` sees its record). False: not started."""
+        point_id = self.point_ids[index]
+        with self.files.control():
+            if self.files.cancel_marker(self.token).exists():
+                return False
+            lock_fd = self.files.take_lock(point_id)
+            if lock_fd is None:
+                return False
+            stem = out_dir / f"{self.prepared.job.name}-{self.job_id}_{index}"
+            fhs: list[IO[bytes]] = [open(f"{stem}.out", "wb"), open(f"{stem}.err", "wb")]  # noqa: SIM115 - closed at end
+            exit_file = self.files.exit(self.token, index)
+            for stale in (exit_file, exit_file.with_name(exit_file.name + ".stop")):
+                with contextlib.suppress(FileNotFoundError):
+                    stale.unlink()
+            try:
+                env = {"HPCJOBS_ARRAY_INDEX": str(index), "HPCJOBS_JOB_ID": f"{self.job_id}_{index}"}
+                proc = start_process(["bash", "-c", POINT_WRAPPER, "hpcjobs-point", str(self.script), str(exit_file)],
+                                     env=env,
+                                     cwd=self.prepared.submit_dir, stdout=fhs[0].fileno(), stderr=fhs[1].fileno(),
+                                     pass_fds=(lock_fd,), new_session=True, parent_death_signal=signal.SIGTERM)
+            except BaseException:
+                for fh in fhs:
+                    fh.close()
+                raise
+            finally:
+                os.close(lock_fd)  # the child holds the lock now
+            start_time = process_start_time(proc.pid)
+            self.running[index] = _Task(index, point_id, proc, fhs)
+            if start_time is not None:
+                self.files.write_proc(self.token, index, ProcRecord(proc.pid, start_time, point_id))
+        self.ledger.record_status([_status(self.job_id, index, states.RUNNING, "running")])
+        return True
+
+    def signal_all(self, sig: int) -> None:
+        """Signal the process group of every running task (our own unreaped children: the pids are theirs)."""
+        now = time.monotonic()
+        for task in self.running.values():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(task.proc.pid, sig)
+            if task.signalled is None:
+                task.signalled = now
+
+    def reap(self, stopped: str | None) -> int:
+        """Record every task that ended; their leftover processes are killed first. Returns how many ended."""
+        ended: list[JobStatus] = []
+        for index, task in list(self.running.items()):
+            try:  # has it ended? (WNOWAIT: not reaped yet, so its pid and group id stay ours)
+                ended_now = os.waitid(os.P_PID, task.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+            except ChildProcessError:
+                ended_now = True
+            if not ended_now:
+                continue
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(task.proc.pid, signal.SIGKILL)  # leftovers; the unreaped leader keeps the group id ours
+            rc = task.proc.wait()
+            for fh in task.files:
+                fh.close()
+            del self.running[index]
+            ended.append(_outcome(self.job_id, index, self.files.read_exit(self.token, index), rc, stopped))
+            with contextlib.suppress(FileNotFoundError):
+                self.files.proc(self.token, index).unlink()
+        if ended:
+            self.ledger.record_status(ended)
+            self.finished += len(ended)
+            if self.progress:
+                self.progress(self.finished, len(self.point_ids))
+        return len(ended)
+
+    def execute(self) -> None:
+        """Run every task of the chunk, at most ``workers`` at a time, until done, cancelled or stopped."""
+        out_dir = self.prepared.submit_dir / self.prepared.job.output_dir
+        out_dir.mkdir(parents=True, exist_ok=True)
+        waiting = deque(range(len(self.point_ids)))
+        stopped: str | None = None
+        try:
+            while waiting or self.running:
+                if stopped is None:
+                    if self.stop.signum:
+                        stopped = f"cancelled: the local runner got {signal.Signals(self.stop.signum).name}"
+                    elif self.files.cancel_marker(self.token).exists():
+                        stopped = "cancelled"
+                if stopped is not None:
+                    if waiting:
+                        self.ledger.record_status([_status(self.job_id, i, states.CANCELLED, stopped) for i in waiting])
+                        self.finished += len(waiting)
+                        waiting.clear()
+                    if any(t.signalled is None for t in self.running.values()):
+                        self.signal_all(signal.SIGTERM)
+                    if any(time.monotonic() - (t.signalled or 0) > STOP_GRACE_S for t in self.running.values()):
+                        self.signal_all(signal.SIGKILL)
+                blocked = 0
+                while stopped is None and waiting and len(self.running) < self.workers and blocked < len(waiting):
+                    index = waiting.popleft()
+                    if not self.start(index, out_dir):
+                        waiting.append(index)  # a run of this point is still alive, or cancel came: later
+                        blocked += 1
+                if not self.reap(stopped):
+                    time.sleep(_POLL_S)
+        finally:
+            if self.running:  # an error: take the children down with us
+                self.signal_all(signal.SIGKILL)
+                self.reap("cancelled: the local runner failed")
+
+
+def _wait_for_alive(ledger: Ledger, alive: list[PointRecord], stop: _StopSignals) -> None:
+    """Wait until the points a dead runner left running have ended (on a stop signal, stop them)."""
+    files = LocalFiles(ledger.dir)
+    signalled: float | None = None
+    while alive:
+        if stop.signum and signalled is None:
+            signalled = time.monotonic()
+            _signal_recorded(files, alive, signal.SIGTERM)
+        if signalled is not None and time.monotonic() - signalled > STOP_GRACE_S:
+            _signal_recorded(files, alive, signal.SIGKILL)
+        alive = [p for p in alive if files.lock_held(p.point_id)]
+        if alive:
+            time.sleep(_POLL_S)
+
+
+def _signal_recorded(files: LocalFiles, points: list[PointRecord], sig: int) -> int:
+    """Signal the recorded process groups of ``points`` whose pid and start time still match."""
+    sent = 0
+    for p in points:
+        if p.submission_token is None or p.array_index is None:
+            continue
+        rec = files.read_proc(p.submission_token, p.array_index)
+        if rec is not None and rec.point_id == p.point_id and rec.signal_group(sig):
+            sent += 1
+    return sent
 
 
 def run_local(prepared: PreparedSweep, ledger: Ledger, *, workers: int | None = None,
               progress: Callable[[int, int], None] | None = None) -> SubmitReport:
     """Run every pending point on this machine (blocking), at most ``workers`` at a time.
 
+    Call from a thread that lives until this returns (the points get SIGTERM when the thread that
+    started them ends). What a dead runner left is settled first: points still alive are waited
+    for, never started again.
+
     Returns:
         The report (one "chunk": the points this run started).
+
+    Raises:
+        RunnerInterrupted: SIGTERM, SIGINT or SIGHUP arrived (only handled in the main thread);
+            the running points were stopped and recorded CANCELLED.
+        LedgerError: Another process runs or submits the sweep.
     """
     report = SubmitReport(prepared.sweep_id, len(prepared.points))
-    with ledger.lock():
-        recover_dead_runs(ledger)
+    with ledger.lock(), _StopSignals() as stop:
+        alive = settle_dead_runs(ledger)
+        if alive:
+            _wait_for_alive(ledger, alive, stop)
+            settle_dead_runs(ledger, cancelled=bool(stop.signum))
+        report.recovered = _reset_died(ledger)
+        if stop.signum:
+            raise RunnerInterrupted(stop.signum)
         pending = [p.point_id for p in ledger.pending_points()]
         if not pending:
             return report
@@ -96,33 +551,60 @@ def run_local(prepared: PreparedSweep, ledger: Ledger, *, workers: int | None = 
         ledger.mark_submitted(token, job_id)
         report.chunks_submitted, report.points_submitted = 1, chunk.size
         report.job_ids.append(job_id)
-        out_dir = prepared.submit_dir / prepared.job.output_dir
-        out_dir.mkdir(parents=True, exist_ok=True)
-        workers = workers or os.cpu_count() or 1
-        waiting = list(range(chunk.size))
-        running: dict[int, tuple[subprocess.Popen[bytes], list[IO[bytes]]]] = {}
-        finished = 0
-        while waiting or running:
-            while waiting and len(running) < workers:
-                index = waiting.pop(0)
-                stem = out_dir / f"{prepared.job.name}-{job_id}_{index}"
-                files: list[IO[bytes]] = [open(f"{stem}.out", "wb"), open(f"{stem}.err", "wb")]  # noqa: SIM115 - closed below
-                env = dict(os.environ, HPCJOBS_ARRAY_INDEX=str(index), HPCJOBS_JOB_ID=f"{job_id}_{index}")
-                running[index] = (subprocess.Popen(["bash", str(script)], stdout=files[0], stderr=files[1],
-                                                   env=env, cwd=prepared.submit_dir), files)
-                ledger.record_status([JobStatus(f"{job_id}_{index}", states.RUNNING, "running",
-                                                array_job_id=job_id, array_task_id=index)])
-            ended = [(i, proc.returncode) for i, (proc, _) in running.items() if proc.poll() is not None]
-            if not ended:
-                time.sleep(0.05)
-                continue
-            records = []
-            for index, rc in ended:
-                for fh in running.pop(index)[1]:
-                    fh.close()
-                records.append(_record(job_id, index, rc))
-            ledger.record_status(records)
-            finished += len(ended)
-            if progress:
-                progress(finished, chunk.size)
+        run = _Run(prepared, ledger, LocalFiles(prepared.folder), job_id, token, script, chunk.point_ids,
+                   workers or os.cpu_count() or 1, stop, progress)
+        run.execute()
+        if stop.signum:
+            raise RunnerInterrupted(stop.signum)
     return report
+
+
+# ---------------------------------------------------------------------------------------- cancel
+
+
+def cancel_local(ledger: Ledger, *, grace_s: float = STOP_GRACE_S) -> list[str]:
+    """Cancel a local sweep's live runs: only process groups hpcjobs recorded (pid and start time) are signalled.
+
+    A live runner sees the cancel marker, stops starting points and records the ones it ran; when
+    no runner is alive the points are recorded here. Nothing is left queued or running in the ledger.
+
+    Returns:
+        The local run ids (``local-<runner pid>-<token>``) that had live points.
+    """
+    files = LocalFiles(ledger.dir)
+    live = _local_points(ledger)
+    ids = sorted({p.array_job_id for p in live if p.array_job_id})
+    with files.control():
+        for token in {p.submission_token for p in live if p.submission_token}:
+            files.cancel_marker(token).touch()
+    _signal_recorded(files, live, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    killed = False
+    lock = SubmitterLock(ledger.dir)
+    while True:
+        busy = [p for p in live if files.lock_held(p.point_id)]
+        if not busy:
+            with contextlib.suppress(LedgerError):
+                lock.acquire()
+            if lock.held:
+                break
+        if time.monotonic() > deadline:
+            if killed or not busy:
+                break
+            _signal_recorded(files, busy, signal.SIGKILL)
+            killed, deadline = True, time.monotonic() + grace_s
+        time.sleep(_POLL_S)
+    try:
+        if lock.held:
+            settle_dead_runs(ledger, cancelled=True)
+        else:  # a runner is alive but did not finish in time: record what is certain
+            done = {p.point_id for p in live if not files.lock_held(p.point_id)}
+            records = [_outcome(p.array_job_id, p.array_index, files.read_exit(p.submission_token, p.array_index),
+                                None, "cancelled")
+                       for p in _local_points(ledger) if p.point_id in done
+                       and p.submission_token and p.array_index is not None and p.array_job_id]
+            ledger.record_status(records)
+        ledger.cancel_pending()
+    finally:
+        lock.release()
+    return ids
