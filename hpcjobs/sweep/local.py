@@ -310,19 +310,8 @@ def settle_if_idle(ledger: Ledger) -> int:
 
 
 def _reset_died(ledger: Ledger) -> int:
+    """Make the points a dead runner lost pending again (a new attempt); returns how many."""
     return ledger.reset_for_resubmit([p.point_id for p in ledger.points(states.FAILED) if p.state_raw == RUNNER_DIED])
-
-
-def recover_dead_runs(ledger: Ledger) -> int:
-    """Settle a dead runner's points and make those it lost pending again (the caller holds the sweep lock).
-
-    Points still alive are left running; :func:`run_local` waits for them before it starts anything.
-
-    Returns:
-        How many points were made pending again.
-    """
-    settle_dead_runs(ledger)
-    return _reset_died(ledger)
 
 
 # --------------------------------------------------------------------------------------- signals
