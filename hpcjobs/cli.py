@@ -43,7 +43,30 @@ def _report_error(exc: HpcJobsError) -> None:
             out.print(f"  [bold]{escape(p.location() or '-')}[/]: " + escape(str(p)[len(p.location()) + 2:]
                                                                                   if p.location() else str(p)))
     else:
-        out.print(f"[bold red]error:[/] {escape(str(exc))}")
+        out.print(f"[bold red]error:[/] {escape(_command_failure_text(exc))}")
+
+
+def _command_failure_text(exc: HpcJobsError) -> str:
+    """The message of an exit-1 error, followed by the failed command it came from when it does not show it.
+
+    A failure wrapped in another error (a refused submission, an ambiguous answer) must still show
+    the command line, its exit code and its stderr.
+    """
+    import shlex
+
+    from hpcjobs.errors import CommandError, SchedulerOutputError, printable
+
+    text = printable(str(exc))  # scheduler output on a terminal: no escape sequences
+    seen: set[int] = set()
+    cause: BaseException | None = exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, CommandError | SchedulerOutputError) and getattr(cause, "argv", None):
+            if printable(shlex.join(cause.argv or [])) not in text:
+                text += f"\ncaused by: {cause}"
+            break
+        cause = cause.__cause__ or cause.__context__
+    return text
 
 
 def handle_errors(func: F) -> F:
