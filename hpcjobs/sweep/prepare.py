@@ -29,6 +29,7 @@ from pathlib import Path
 from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.loading import load_experiment
 from hpcjobs.config.site import SiteConfig
+from hpcjobs.config.yamlio import read_text_file
 from hpcjobs.output import atomic_write_text
 from hpcjobs.render.script import ARRAY_INDEX_VAR, load_site_for, render_job
 from hpcjobs.render.shellvalue import shell_word
@@ -107,7 +108,7 @@ def prepare_sweep(
     """
     experiment_path = Path(path).resolve()
     experiment, doc = load_experiment(experiment_path, overrides)
-    text = experiment_path.read_text(encoding="utf-8")
+    text = read_text_file(experiment_path)  # bounded, regular files only (as load_experiment read it)
     site_config, site_file = load_site_for(experiment, site)
     points = expand(experiment.sweep, sweep_args, doc=doc)
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
