@@ -96,6 +96,25 @@ def _describe(err: dict[str, Any], model: type[BaseModel], doc: YamlDocument, pr
     return doc.problem(full, msg)
 
 
+def _paths_with_nul(value: Any, path: KeyPath) -> list[KeyPath]:
+    """Key paths of every string (key or value) under ``value`` that holds a NUL character (iterative walk)."""
+    found: list[KeyPath] = []
+    stack: list[tuple[Any, KeyPath]] = [(value, path)]
+    while stack:
+        node, at = stack.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                found.append(at)
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                if isinstance(key, str) and "\x00" in key:
+                    found.append((*at, key))
+                stack.append((item, (*at, key)))
+        elif isinstance(node, list):
+            stack.extend((item, (*at, i)) for i, item in enumerate(node))
+    return sorted(found, key=str)
+
+
 def validate_document(model: type[M], doc: YamlDocument, data: Any = None, prefix: KeyPath = ()) -> M:
     """Validate ``doc`` (or ``data`` located inside it at ``prefix``) against ``model``.
 
@@ -105,6 +124,11 @@ def validate_document(model: type[M], doc: YamlDocument, data: Any = None, prefi
     payload = doc.data if data is None else data
     if not isinstance(payload, dict):
         raise ConfigError(doc.problem(prefix, f"expected a mapping of keys to values, got {type(payload).__name__}"))
+    nul = [doc.problem(path, "a NUL character cannot be passed to a job or a shell (bash variables and scripts "
+                             "cannot hold it)", expected="text without NUL")
+           for path in _paths_with_nul(payload, prefix)]
+    if nul:
+        raise ConfigError(nul)
     try:
         return model.model_validate(payload)
     except ValidationError as exc:

@@ -1,4 +1,4 @@
-"""Distributed launch, preemption and in-job GPU sampling (issue 7).
+"""Distributed launch, preemption and in-job GPU sampling.
 
 An experiment's optional ``launch:`` section (:class:`hpcjobs.config.experiment.Launch`) is resolved
 against the site's ``distributed:`` and ``preemption:`` sections into

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
-from hpcjobs.errors import ConfigError, ConfigProblem, HpcJobsError, LedgerError
+from hpcjobs.errors import ConfigError, ConfigProblem, HpcJobsError, LedgerError, printable
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.states import parse_job_tag
@@ -108,7 +108,7 @@ def tagged_jobs(client: SchedulerClient, sweep_id: str, name: str, user: str, *,
             continue
         if result.returncode != 0 and i == 0:
             log.warning("could not look up submissions: %s exited %d: %s", argv[0], result.returncode,
-                        result.stderr.strip()[:500])
+                        printable(result.stderr.strip()[:500]))
             conclusive = False
         for job_id, comment in pairs:
             tag = parse_job_tag(comment)

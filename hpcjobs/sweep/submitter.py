@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, SubmitError
+from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, SubmitError, reading_output_of
 from hpcjobs.render.script import render_job
 from hpcjobs.schedulers.base import ClusterLimits, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
@@ -195,6 +195,7 @@ class SweepSubmitter:
 
     def _submit_chunk(self, chunk: Chunk) -> str:
         """Submit one chunk: retry what surely failed, look up what may have been queued."""
+        last_error: CommandError | None = None
         for attempt in range(1, self.retry.attempts + 1):
             token = new_token()
             write_chunk_file(self.prepared, chunk.number, chunk.point_ids)
@@ -212,6 +213,7 @@ class SweepSubmitter:
                 self.ledger.mark_submitted(token, job_id)
                 self._printed[token] = job_id
                 return job_id
+            last_error = error
             printed = self._printed_id(error)
             refused = (error.returncode is not None and error.returncode != 0 and not is_transient(error.stderr)
                        and not error.stdout.strip())
@@ -240,7 +242,7 @@ class SweepSubmitter:
                         why.splitlines()[-1] if why else "no answer")
             self.sleep(max(0.0, self.retry.delay(attempt) - look.waited))
         raise SubmitError(f"chunk {chunk.number} of sweep {self.prepared.sweep_id} could not be submitted after "
-                          f"{self.retry.attempts} attempts; run the same command again to resume")
+                          f"{self.retry.attempts} attempts; run the same command again to resume") from last_error
 
     def _printed_id(self, error: CommandError) -> str | None:
         """A job id a failed submit command printed anyway (kept as a hint; the tag decides)."""
@@ -434,7 +436,8 @@ class SweepSubmitter:
             result = self.client.run(argv_of(self.user), check=False)
         except HpcJobsError:
             return None
-        return int(self.client.backend.parse_queued(result.stdout))  # type: ignore[attr-defined]
+        with reading_output_of(result.argv, result.stdout, result.returncode):
+            return int(self.client.backend.parse_queued(result.stdout))  # type: ignore[attr-defined]
 
     def _wait_for_room(self, size: int, limit: int | None) -> None:
         """Trickle: when a submit limit is known, wait until the chunk fits in the user's queue."""

@@ -1,4 +1,4 @@
-"""Distributed launch and preemption on the real Slurm testbed (issue 7).
+"""Distributed launch and preemption on the real Slurm testbed.
 
 Three jobs are submitted side by side and waited for together:
 
