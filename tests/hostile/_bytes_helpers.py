@@ -1,5 +1,5 @@
 """Fake schedulers as small shell scripts first on ``PATH``, and a driver that runs the real CLI in a
-child Python process and reports its exit code, its stderr and its peak memory (``ru_maxrss``).
+child Python process and reports its exit code, its stderr and its peak memory (VmHWM).
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ HELLO = ROOT / "examples" / "hello.yaml"
 #: 100 MB, as in the review that found the unbounded reads.
 HUNDRED_MB = 100_000_000
 
-#: Runs the CLI in this process, then writes the exit code and peak RSS as JSON to ``$RESULT``.
+#: Runs the CLI in this process, then writes the exit code and peak RSS as JSON to ``$RESULT``. The peak is
+#: VmHWM of this process's own address space: ``ru_maxrss`` would also count the RSS of the (large) pytest
+#: process this child was forked from, which Linux carries across fork and exec.
 _DRIVER = """
-import json, os, resource, sys
+import json, os, sys
 import hpcjobs.schedulers.client as client
 client.SUBMIT_TIMEOUT_S = float(sys.argv[1])
 from hpcjobs.cli import main
@@ -32,7 +34,8 @@ except SystemExit as exc:
     rc = exc.code if isinstance(exc.code, int) else 1
 sys.stdout.flush(); sys.stderr.flush()
 with open(os.environ["RESULT"], "w") as f:
-    json.dump({"rc": rc, "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}, f)
+    hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    json.dump({"rc": rc, "maxrss_kib": int(hwm.split()[1])}, f)
 """
 
 
