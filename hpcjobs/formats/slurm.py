@@ -2,7 +2,7 @@
 
 Pandas-free on purpose: the status poller on a login node imports this module.
 Formats follow ``sacct.1``/``squeue.1`` and the real outputs in ``tests/data/slurm``
-(see ``/work/shared/notes/slurm-accounting.md``). Every parser of a single value is
+(see the sacct man page). Every parser of a single value is
 total on odd input: unknown states map to ``UNKNOWN`` and unparsable values to
 ``None``; only structurally broken ids raise :class:`~hpcjobs.errors.SchedulerOutputError`.
 """
