@@ -36,6 +36,7 @@ import json
 import os
 import re
 import sqlite3
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -290,10 +291,39 @@ def choose_journal_mode(sweep_dir: Path) -> str:
     return "delete" if fstype and (fstype in _NETWORK_FS or fstype.startswith("nfs")) else "wal"
 
 
+#: How long opening a ledger waits for another process that holds it (seconds).
+_BUSY_TIMEOUT_S = 30.0
+
+
+def _set_journal_mode(con: sqlite3.Connection, journal: str) -> None:
+    """Switch the journal mode, waiting while another process holds the file.
+
+    SQLite answers ``database is locked`` at once, without calling the busy handler, when a second
+    connection changes the journal mode while the first is still creating the database (two
+    submitters started together on a new sweep): the change is retried with a short backoff up to
+    :data:`_BUSY_TIMEOUT_S`, as every other statement waits through ``sqlite3.connect(timeout=)``.
+    """
+    deadline = time.monotonic() + _BUSY_TIMEOUT_S
+    delay = 0.01
+    while True:
+        try:
+            row = con.execute("PRAGMA journal_mode").fetchone()
+            if row is not None and str(row[0]).lower() == journal:
+                return
+            con.execute(f"PRAGMA journal_mode={journal}")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = "locked" in str(exc) or "busy" in str(exc)
+            if not busy or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
 def _connect(path: Path, journal: str) -> sqlite3.Connection:
     try:
-        con = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
-        con.execute(f"PRAGMA journal_mode={journal}")
+        con = sqlite3.connect(str(path), timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+        _set_journal_mode(con, journal)
         con.execute("PRAGMA synchronous=FULL")
         con.execute("PRAGMA foreign_keys=ON")
     except sqlite3.Error as exc:

@@ -120,6 +120,41 @@ def test_concurrent_creation_of_the_same_sweep_makes_one_ledger(tmp_path: Path) 
         assert led.summary() == {"PLANNED": 2000} and led.check_invariants() == []
 
 
+def _create_after_barrier(d: str, barrier: object, out: object) -> None:
+    barrier.wait()  # type: ignore[attr-defined]
+    try:
+        Ledger.create(Path(d), META, _points(50)).close()
+        out.put("ok")  # type: ignore[attr-defined]
+    except Exception as exc:  # reported to the parent, which asserts on it
+        out.put(repr(exc))  # type: ignore[attr-defined]
+
+
+def test_two_processes_creating_a_new_sweep_at_once_both_succeed(tmp_path: Path) -> None:
+    """Two submitters started together on a new sweep: neither may fail with "database is locked".
+
+    SQLite refuses a journal-mode change at once (no busy handler) while the other process is
+    creating the file; before the fix about a quarter of these trials failed.
+    """
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    failures = []
+    for trial in range(30):
+        d = tmp_path / f"s{trial}"
+        barrier, out = ctx.Barrier(2), ctx.Queue()
+        procs = [ctx.Process(target=_create_after_barrier, args=(str(d), barrier, out)) for _ in range(2)]
+        for p in procs:
+            p.start()
+        results = [out.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join(timeout=60)
+        if results != ["ok", "ok"]:
+            failures.append((trial, results))
+        with Ledger.open(d) as led:
+            assert led.summary() == {"PLANNED": 50} and led.check_invariants() == []
+    assert failures == []
+
+
 def test_open_errors(tmp_path: Path) -> None:
     with pytest.raises(LedgerError, match="no sweep ledger at"):
         Ledger.open(tmp_path)
