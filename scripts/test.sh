@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The full test suite from a fresh machine: install hpcjobs with its test extras, bring up what the
-# tests need (shellcheck, the one-node Slurm testbed) when this machine allows it, run pytest.
+# tests need (shellcheck, the one-node Slurm and OpenPBS testbeds) when this machine allows it, run pytest.
 #
 #   bash scripts/test.sh            # everything
 #   bash scripts/test.sh -m "not slurm" -x   # extra arguments go to pytest
@@ -30,8 +30,12 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     start=$(date +%s)
     bash tests/slurm/testbed.sh start
     log "Slurm testbed up in $(( $(date +%s) - start )) s"
+    log "starting the one-node OpenPBS testbed (restores a cached build, or builds the vendored source)"
+    start=$(date +%s)
+    bash tests/pbs/testbed.sh start
+    log "OpenPBS testbed up in $(( $(date +%s) - start )) s"
 else
-    log "not root with apt-get: not starting the Slurm testbed (tests marked 'slurm' will skip)"
+    log "not root with apt-get: not starting the Slurm and OpenPBS testbeds (tests marked 'slurm' and 'pbs' will skip)"
 fi
 
 # PyTorch for the distributed-launch tests (DDP on gloo through the torchrun template). Pinned: this exact

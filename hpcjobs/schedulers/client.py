@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -59,8 +60,16 @@ class SchedulerClient:
 
     def run(self, argv: Sequence[str], *, timeout: float = QUERY_TIMEOUT_S, check: bool = True,
             cwd: str | Path | None = None) -> process.CommandResult:
-        """Run one scheduler command through the seam, counting it."""
+        """Run one scheduler command through the seam, counting it.
+
+        A backend with a ``command_path`` hook (PBS Pro) turns the bare command name into the
+        executable it chose, so errors and logs show which ``qsub`` ran.
+        """
         self.calls[argv[0]] = self.calls.get(argv[0], 0) + 1
+        locate = getattr(self.backend, "command_path", None)
+        if locate is not None and argv and "/" not in argv[0]:
+            env = {**os.environ, **self.env} if self.env else os.environ
+            argv = [locate(argv[0], env), *argv[1:]]
         return process.run_command(argv, timeout=timeout, env=self.env, cwd=cwd, check=check)
 
     def submit(self, script: str | Path, options: SubmitOptions | None = None,

@@ -9,12 +9,13 @@ comment a user can set), which qstat reports in ``Variable_List``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hpcjobs.formats import pbs as fmt
 from hpcjobs.formats import torque as tfmt
 from hpcjobs.schedulers.base import ArraySpec, ClusterLimits, JobStatus, SubmitOptions
+from hpcjobs.schedulers.locate import locate_pbs_command
 
 
 def pbs_array_argument(array: ArraySpec) -> str:
@@ -38,6 +39,10 @@ class PbsProBackend:
 
     def _array_flag(self, array: ArraySpec) -> list[str]:
         return ["-J", pbs_array_argument(array)]
+
+    def command_path(self, name: str, env: Mapping[str, str]) -> str:
+        """PBS's own ``name``, not Slurm's wrapper of the same name (:mod:`hpcjobs.schedulers.locate`)."""
+        return locate_pbs_command(name, env).path
 
     def submit_argv(self, script: Path, options: SubmitOptions) -> list[str]:
         """``qsub`` with the options as arguments (command-line options win over ``#PBS`` lines)."""
@@ -157,6 +162,11 @@ class TorqueBackend(PbsProBackend):
 
     def _array_flag(self, array: ArraySpec) -> list[str]:
         return ["-t", torque_array_argument(array)]
+
+    def command_path(self, name: str, env: Mapping[str, str]) -> str:
+        """Torque's clients are the ones on ``PATH``."""
+        del env
+        return name
 
     def status_argv(self, job_ids: Sequence[str]) -> list[str]:
         """One ``qstat -f -x -t`` call (XML) for every job."""

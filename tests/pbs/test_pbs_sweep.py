@@ -80,6 +80,13 @@ def test_lost_qsub_answers_are_found_by_tag(pbs_standin, monkeypatch):
     monkeypatch.setenv("REAL_QSUB", shutil.which("qsub"))
     monkeypatch.setenv("FLAKY_COUNTER", str(work / "counter"))
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    # hpcjobs takes PBS's clients from $HPCJOBS_PBS_BIN: the flaky qsub, the stand-in's others
+    standin_bin = Path(os.environ["HPCJOBS_PBS_BIN"])
+    for other in standin_bin.iterdir():
+        if other.name != "qsub":
+            (bindir / other.name).write_text(f'#!/bin/sh\nexec "{other}" "$@"\n')
+            (bindir / other.name).chmod(0o755)
+    monkeypatch.setenv("HPCJOBS_PBS_BIN", str(bindir))
     pbs_standin.configure(max_array_size=4)
     site = work / "small.yaml"
     text = (SITES / "pbstest-small-arrays.yaml").read_text()

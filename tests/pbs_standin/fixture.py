@@ -160,6 +160,8 @@ def pbs_standin(
     monkeypatch.setenv("PBS_STANDIN_FLAVOR", flavor)
     monkeypatch.setenv("PBS_STANDIN_SERVER", server)
     monkeypatch.setenv("PATH", f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}")
+    # hpcjobs looks for PBS's own clients in /opt/pbs/bin before PATH: point it at the stand-in's
+    monkeypatch.setenv("HPCJOBS_PBS_BIN", str(BIN_DIR))
     standin = PbsStandin(home=home, flavor=flavor, server=server, workdir=workdir, user_home=user_home)
     standin.configure(user_home=str(user_home), kill_delay=1)
     try:
