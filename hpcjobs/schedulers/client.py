@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hpcjobs import process
-from hpcjobs.errors import CommandError, HpcJobsError, reading_output_of
+from hpcjobs.errors import CommandError, HpcJobsError, printable, reading_output_of
 from hpcjobs.schedulers.base import ClusterLimits, JobStatus, SchedulerBackend, SubmitOptions
 from hpcjobs.states import TERMINAL_STATES
 
@@ -149,12 +149,17 @@ class SchedulerClient:
         limits: ClusterLimits = self.backend.parse_limits(self.run(config_argv()).stdout)  # type: ignore[attr-defined]
         user_argv = getattr(self.backend, "user_limits_argv", None)
         if user_argv is not None:
+            argv = user_argv(user or getpass.getuser())
             try:
-                res = self.run(user_argv(user or getpass.getuser()), check=False)
+                res = self.run(argv, check=False)
+            except HpcJobsError as exc:  # sacctmgr missing or hung: limits stay unknown
+                log.warning("could not read MaxSubmitJobs: %s", exc)
+            else:
                 if res.returncode == 0:
                     limits = replace(limits, max_submit_jobs=self.backend.parse_user_limits(res.stdout))  # type: ignore[attr-defined]
-            except HpcJobsError as exc:  # sacctmgr missing: limits stay unknown
-                log.info("no per-user limits: %s", exc)
+                else:
+                    log.warning("could not read MaxSubmitJobs: %s exited %s: %s", " ".join(argv), res.returncode,
+                                printable(res.stderr.strip())[:500])
         return limits
 
     def cluster_name(self) -> str | None:

@@ -95,7 +95,9 @@ class SlurmBackend:
 
     def user_limits_argv(self, user: str) -> list[str]:
         """``sacctmgr`` query of the user's association submit limits."""
-        return ["sacctmgr", "--noheader", "--parsable2", "show", "associations", f"where user={user}",
+        # ``where`` and each condition are separate words: sacctmgr reads "where user=x" given as one
+        # argument as an unknown condition and exits 1.
+        return ["sacctmgr", "--noheader", "--parsable2", "show", "associations", "where", f"user={user}",
                 "format=Cluster,Account,Partition,MaxSubmitJobs,GrpSubmitJobs"]
 
     def parse_user_limits(self, stdout: str) -> int | None:

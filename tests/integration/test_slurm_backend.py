@@ -17,6 +17,7 @@ from hpcjobs import states
 from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.sites import load_site_file
 from hpcjobs.errors import CommandError
+from hpcjobs.process import run_command
 from hpcjobs.render.script import render_job
 from hpcjobs.resolve import resolve
 from hpcjobs.schedulers.base import ArraySpec, SubmitOptions
@@ -181,3 +182,17 @@ def test_squeue_fallback_parses_live_jobs(slurm_testbed, client, tmp_path):
         assert rec.comment == sub.tag.render()
     finally:
         client.cancel([sub.job_id])
+
+
+def test_user_submit_limit_is_read_from_the_association(slurm_testbed, client):
+    """sacctmgr gets ``where`` and ``user=`` as separate words (one word: 'Unknown condition', exit 1)."""
+    import getpass
+
+    user = getpass.getuser()
+    set_limit = ["sacctmgr", "-i", "modify", "user", "where", f"name={user}", "account=hpcjobs", "set"]
+    run_command([*set_limit, "MaxSubmitJobs=4321"], timeout=30.0)
+    try:
+        assert client.limits().max_submit_jobs == 4321
+    finally:
+        run_command([*set_limit, "MaxSubmitJobs=-1"], timeout=30.0)
+    assert client.limits().max_submit_jobs is None

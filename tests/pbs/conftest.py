@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
+from pbs_standin.fixture import pbs_standin  # noqa: F401
 
 from pbs.real import PBS_EXEC, PbsServer, require_server
-from pbs_standin.fixture import pbs_standin  # noqa: F401
 
 
 @pytest.fixture(scope="session")

@@ -148,3 +148,18 @@ def test_real_status_capture(slurm):
     assert sorted(r.array_task_id for r in tasks) == list(range(12))
     assert {r.state for r in tasks} == {states.COMPLETED}
     assert next(r for r in tasks if r.array_task_id == 3).reason == "JobArrayTaskLimit"
+
+
+def test_unreadable_user_limit_is_logged_with_the_command(monkeypatch, caplog):
+    seam = FakeSeam({
+        "scontrol": [(0, (DATA / "scontrol_show_config.txt").read_text(), "")],
+        "sacctmgr": [(1, "", "sacctmgr: error: Problem talking to the database: Connection refused\n")],
+    })
+    monkeypatch.setattr(process, "run_command", seam)
+    with caplog.at_level("WARNING", logger="hpcjobs.schedulers"):
+        limits = SchedulerClient(get_backend("slurm")).limits(user="alice")
+    assert limits.max_submit_jobs is None
+    sacctmgr = next(c for c in seam.calls if c[0] == "sacctmgr")
+    assert sacctmgr[sacctmgr.index("where") + 1] == "user=alice"
+    assert any("could not read MaxSubmitJobs" in r.message and "Connection refused" in r.message
+               and "exited 1" in r.message for r in caplog.records)
