@@ -184,7 +184,12 @@ def qstat_row(
     derive: Derive = pbs.derive_final_state,
     server: str | None = None,
 ) -> dict[str, Any]:
-    """One schema row from a job's qstat attributes (PBS JSON/text or Torque XML/text)."""
+    """One schema row from a job's qstat attributes (PBS JSON/text or Torque XML/text).
+
+    The end time is ``obittime`` (Torque ``comp_time``); a history job that never ran (deleted
+    while queued or held) has neither, and ends at its ``history_timestamp`` (epoch seconds), the
+    moment it moved to history, which is also the time of its accounting ``D`` record.
+    """
     owner = pbs.as_text(attrs.get("euser")) or (pbs.as_text(attrs.get("Job_Owner")) or "").split("@")[0]
     return build_row(
         scheduler=scheduler,
@@ -199,7 +204,9 @@ def qstat_row(
         submit=pbs.parse_pbs_time(attrs.get("ctime"), tz),
         eligible=pbs.parse_pbs_time(attrs.get("etime"), tz),
         start=pbs.parse_pbs_time(attrs.get("stime") or attrs.get("start_time"), tz),
-        end=pbs.parse_pbs_time(attrs.get("obittime") or attrs.get("comp_time"), tz),
+        end=pbs.parse_pbs_time(attrs.get("obittime") or attrs.get("comp_time"), tz) or (
+            pbs.parse_pbs_time(attrs.get("history_timestamp"))
+            if str(attrs.get("job_state") or "").strip() in ("F", "X") else None),
         resource_list=_dict(attrs.get("Resource_List")),
         resources_used=_dict(attrs.get("resources_used")),
         exec_host=pbs.as_text(attrs.get("exec_host")),

@@ -1,6 +1,7 @@
 """Pure parsers for PBS Pro / OpenPBS command output and accounting logs (no pandas).
 
-Formats follow ``shared/notes/pbs-formats.md`` and the real samples in ``shared/fixtures/pbspro``:
+Formats follow the OpenPBS sources (``src/cmds/qstat.c``, ``src/server/accounting.c``) and real
+output, including captures from an OpenPBS 23.06 server in ``tests/data/pbs/openpbs-real``:
 
 * job ids ``1234.server``, arrays ``1234[].server``, subjobs ``1234[7].server``, bare ``1234``;
 * ``qstat -f`` text (TAB or 8-space continuation lines joined with no separator, raw-newline values);
@@ -320,6 +321,9 @@ PBS_NEGATIVE_EXIT: dict[int, str] = {
 }
 
 _EXCEEDED_RE = re.compile(r"exceeded resource (\w+)")
+#: OpenPBS ``JOB_SUBSTATE_*`` of history jobs (src/include/job.h): 91 deleted by request, 92
+#: finished, 93 failed (non-zero exit status or a resource limit kill).
+_SUBSTATE_TERMINATED = 91
 _SIGTERM, _SIGKILL = 15, 9
 
 
@@ -343,7 +347,10 @@ def derive_final_state(
     * ``None`` → CANCELLED if ``deleted`` (qdel'd before it ran), else UNKNOWN.
 
     A comment ``... and exceeded resource mem|vmem`` overrides to OUT_OF_MEMORY and ``walltime|cput``
-    to TIMEOUT; ``deleted`` (accounting D record) turns a signal kill into CANCELLED.
+    to TIMEOUT. ``deleted`` (an accounting D record, or ``substate`` 91) makes any non-negative
+    status CANCELLED, the status kept as exit code or signal: a qdel'd OpenPBS 23.06 job whose
+    script shell survives the SIGTERM of its command ends with ``Exit_status`` 143 (128+15), one
+    whose top process dies of it with 271, and one deleted before it ran with none.
 
     Returns:
         ``(state, exit_code, exit_signal)``.
@@ -354,6 +361,10 @@ def derive_final_state(
     )
     if exit_status is None:
         return (states.CANCELLED if deleted else states.UNKNOWN, None, None)
+    if deleted and exit_status >= 0 and not exceeded:
+        if exit_status > 256:
+            return (states.CANCELLED, None, exit_status - 256)
+        return (states.CANCELLED, exit_status, 0)
     if exceeded and exit_status != 0:
         kind = exceeded[1]
         state = states.OUT_OF_MEMORY if kind in ("mem", "vmem") else (
@@ -392,8 +403,11 @@ def job_state_from_attrs(
     """``(state, exit_code, exit_signal)`` of a job from its qstat attributes (JSON, text or XML).
 
     Non-final letters map through :data:`PBS_STATE_MAP`; F, X and C are derived from
-    ``Exit_status`` (``exit_status`` on Torque), the comment and walltime used/limit. A finished job
-    without an exit status that PBS marked ``substate`` 91 (terminated) counts as CANCELLED.
+    ``Exit_status`` (``exit_status`` on Torque), the comment and walltime used/limit. PBS Pro /
+    OpenPBS sets ``substate`` 91 (``JOB_SUBSTATE_TERMINATED``) on a finished job only when a delete
+    request ended it (``ji_terminated``, openpbs ``src/server/req_delete.c`` and
+    ``svr_jobfunc.c``), so an F or X job in substate 91 counts as CANCELLED whatever its exit
+    status (143, 271 or none on OpenPBS 23.06); a walltime kill is substate 93.
     """
     letter = str(attrs.get("job_state") or "").strip()
     if letter not in FINAL_LETTERS:
@@ -404,7 +418,7 @@ def job_state_from_attrs(
         comment=as_text(attrs.get("comment")),
         walltime_used_s=parse_duration(_sub(attrs, "resources_used", "walltime")),
         walltime_limit_s=parse_duration(_sub(attrs, "Resource_List", "walltime")),
-        deleted=exit_status is None and as_int(attrs.get("substate")) == 91,
+        deleted=letter in ("F", "X") and as_int(attrs.get("substate")) == _SUBSTATE_TERMINATED,
     )
 
 

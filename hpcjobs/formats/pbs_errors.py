@@ -16,6 +16,7 @@ OTHER_ERROR = "other"
 _ERROR_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (UNKNOWN_JOB, re.compile(r"^\w+: Unknown Job Id(?: Error)? (?P<id>\S+)\s*$")),
     (JOB_FINISHED, re.compile(r"^\w+: (?P<id>\S+) Job has finished, use -x or -H")),
+    (JOB_FINISHED, re.compile(r"^\w+: Job has finished (?P<id>\S+)\s*$")),
     (BAD_JOB_ID, re.compile(r"^\w+: illegally formed job identifier: (?P<id>\S+)\s*$")),
 )
 
@@ -32,7 +33,8 @@ class PbsCommandError:
 
 def classify_error_line(line: str) -> PbsCommandError:
     """Classify one stderr line: ``qstat: Unknown Job Id 123.srv`` (Torque: ``... Id Error 123.srv``),
-    ``qstat: 123.srv Job has finished, use -x or -H ...``, ``qdel: illegally formed job identifier: x``."""
+    ``qstat: 123.srv Job has finished, use -x or -H ...`` (qdel words it ``qdel: Job has finished
+    123.srv``; both exit 35 on OpenPBS 23.06), ``qdel: illegally formed job identifier: x``."""
     text = line.strip()
     for kind, pattern in _ERROR_PATTERNS:
         m = pattern.match(text)

@@ -409,6 +409,9 @@ def test_non_final_letters(letter: str, expected: str) -> None:
         (1, {"comment": "Job run at ... and exceeded resource mem"}, (st.OUT_OF_MEMORY, 1, None)),
         (None, {}, (st.UNKNOWN, None, None)),
         (None, {"deleted": True}, (st.CANCELLED, None, None)),
+        (143, {"deleted": True}, (st.CANCELLED, 143, 0)),  # OpenPBS 23.06 qdel of a bash script
+        (0, {"deleted": True}, (st.CANCELLED, 0, 0)),  # a script that traps SIGTERM and exits 0
+        (-29, {"deleted": True}, (st.TIMEOUT, -29, None)),
     ],
 )
 def test_derive_final_state(exit_status: int | None, kwargs: dict, expected: tuple) -> None:
@@ -418,10 +421,15 @@ def test_derive_final_state(exit_status: int | None, kwargs: dict, expected: tup
 def test_finished_without_exit_status_uses_substate() -> None:
     assert pbs.job_state_from_attrs({"job_state": "F", "substate": 91}) == (st.CANCELLED, None, None)
     assert pbs.job_state_from_attrs({"job_state": "X", "substate": "69"}) == (st.UNKNOWN, None, None)
-    # substate 91 is also set for kills, so it does not turn a walltime 271 into CANCELLED
+    # 91 is set only by a delete request (openpbs req_delete.c ji_terminated): a 271 past the limit
+    # in substate 91 was qdel'd; the same kill by the server's walltime check is substate 93
     attrs = {"job_state": "F", "substate": 91, "Exit_status": "271",
              "resources_used": {"walltime": "10:01:06"}, "Resource_List": {"walltime": "10:00:00"}}
-    assert pbs.job_state_from_attrs(attrs) == (st.TIMEOUT, None, 15)
+    assert pbs.job_state_from_attrs(attrs) == (st.CANCELLED, None, 15)
+    assert pbs.job_state_from_attrs({**attrs, "substate": 93}) == (st.TIMEOUT, None, 15)
+    # Torque's C jobs have no such substate
+    assert pbs.job_state_from_attrs({"job_state": "C", "substate": 91, "Exit_status": "143"}) == (
+        st.FAILED, 143, 0)
 
 
 def test_tag_from_name_or_variable_list() -> None:
