@@ -277,6 +277,38 @@ def site_show(name: str, as_json: bool) -> None:
         out.print(table)
 
 
+@site.command("init")
+@click.option("--scheduler", type=click.Choice(["auto", "slurm", "pbspro", "torque"]), default="auto",
+              show_default=True, help="Which scheduler to read.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the site file here (default: stdout).")
+@click.option("--name", help="The site's name (default: the cluster's).")
+@handle_errors
+def site_init(scheduler: str, output: str | None, name: str | None) -> None:
+    """Write a site file from the live scheduler (partitions, nodes, GPUs, limits), each value with its source."""
+    from hpcjobs.config.discover import discover_site, site_yaml, write_site_file
+
+    found = discover_site(scheduler, name=name)
+    if output:
+        click.echo(f"wrote {write_site_file(found, output)} (site {found.name}, {len(found.partitions)} partitions)")
+    else:
+        click.echo(site_yaml(found), nl=False)
+
+
+@site.command("diff")
+@click.argument("site_name", metavar="NAME|FILE")
+@handle_errors
+def site_diff(site_name: str) -> None:
+    """Compare a site file with the live cluster: one line per difference, exit 1 when they differ."""
+    from hpcjobs.config.site_diff import diff_site_file
+
+    lines = diff_site_file(site_name)
+    for line in lines:
+        click.echo(line)
+    if lines:
+        sys.exit(EXIT_COMMAND_FAILED)
+    click.echo(f"{site_name}: matches the cluster")
+
+
 @site.command("validate")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @handle_errors

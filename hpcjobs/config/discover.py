@@ -1,0 +1,211 @@
+"""Discovering a site from the scheduler in front of the user: ``hpcjobs site init`` and detection.
+
+:func:`detect_scheduler` asks Slurm (``scontrol show config``) and then PBS
+(``qstat -B -f -F json``, PBS's own client) whether they answer on this machine;
+:func:`discover_site` reads partitions, nodes and limits from the one that did;
+:func:`discovered_site_file` keeps the result per cluster under the user's config dir
+(``<config>/discovered/<scheduler>-<cluster>.yaml``) and discovers again when it is older
+than :data:`CACHE_MAX_AGE_S` or on request.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import os
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from hpcjobs import __version__, process
+from hpcjobs.config import discover_pbs, discover_slurm
+from hpcjobs.config.discover_model import DiscoveredSite, render_site_yaml
+from hpcjobs.errors import CommandError, HpcJobsError, printable, reading_output_of
+
+log = logging.getLogger("hpcjobs.discover")
+
+#: Seconds a discovered site is reused before the scheduler is asked again.
+CACHE_MAX_AGE_S = 86400
+#: Seconds one discovery command may take.
+DISCOVERY_TIMEOUT_S = 60.0
+#: Seconds the "does a scheduler answer here" probe may take.
+PROBE_TIMEOUT_S = 15.0
+#: Set to ``0`` to never ask a live scheduler during site resolution (the test suite does).
+DISCOVER_ENV = "HPCJOBS_DISCOVER"
+SCHEDULER_LABELS = {"slurm": "Slurm cluster", "pbspro": "PBS server", "torque": "Torque server"}
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A scheduler that answered on this machine: its family and cluster (server) name."""
+
+    scheduler: str
+    cluster: str
+
+
+def _run(argv: Sequence[str], *, timeout: float = DISCOVERY_TIMEOUT_S, check: bool = True,
+         env: Mapping[str, str] | None = None) -> process.CommandResult:
+    """Run a discovery command; PBS clients are PBS's own (never Slurm's wrappers)."""
+    if argv[0] in ("qstat", "pbsnodes", "qmgr"):
+        from hpcjobs.schedulers.locate import locate_pbs_command
+
+        argv = [locate_pbs_command(argv[0], env).path, *argv[1:]]
+    return process.run_command(list(argv), timeout=timeout, check=check)
+
+
+def probe_slurm() -> Probe | None:
+    """Slurm's ClusterName when ``sbatch`` and ``scontrol`` are here and ``scontrol show config`` answers."""
+    if not (shutil.which("scontrol") and shutil.which("sbatch")):
+        return None
+    try:
+        res = _run(discover_slurm.CONFIG_ARGV, timeout=PROBE_TIMEOUT_S)
+    except HpcJobsError as exc:
+        log.info("Slurm does not answer: %s", exc)
+        return None
+    from hpcjobs.formats.slurm import parse_scontrol_show_config
+
+    return Probe("slurm", parse_scontrol_show_config(res.stdout).get("ClusterName", ""))
+
+
+def probe_pbs() -> Probe | None:
+    """The PBS server name when PBS's own ``qstat -B -f -F json`` answers (Slurm's wrappers do not count)."""
+    try:
+        res = _run(discover_pbs.SERVER_ARGV, timeout=PROBE_TIMEOUT_S)
+        from hpcjobs.formats.pbs import parse_qstat_json
+
+        with reading_output_of(res.argv, res.stdout, res.returncode):
+            doc = parse_qstat_json(res.stdout)
+    except HpcJobsError as exc:
+        log.info("PBS does not answer: %s", exc)
+        return None
+    return Probe("pbspro", str(doc.get("pbs_server") or next(iter(doc.get("Server") or {}), "")))
+
+
+def detect_scheduler(scheduler: str = "auto") -> Probe | None:
+    """The scheduler answering here (``auto``: Slurm first, then PBS), or ``None`` when none does."""
+    if scheduler in ("auto", "slurm"):
+        found = probe_slurm()
+        if found or scheduler == "slurm":
+            return found
+    if scheduler in ("auto", "pbspro"):
+        return probe_pbs()
+    return None
+
+
+def _slurm_submit_limit(user: str) -> tuple[int | None, str]:
+    """The user's tightest MaxSubmit (associations, QOS); unknown (logged) when sacctmgr fails."""
+    texts: list[str] = []
+    for argv in (discover_slurm.assoc_argv(user), discover_slurm.QOS_ARGV):
+        try:
+            res = _run(argv, check=False)
+        except HpcJobsError as exc:
+            log.warning("could not read MaxSubmitJobs: %s", exc)
+            return None, ""
+        if res.returncode != 0:
+            log.warning("could not read MaxSubmitJobs: %s exited %s: %s", " ".join(argv), res.returncode,
+                        printable(res.stderr.strip())[:500])
+            return None, ""
+        texts.append(res.stdout)
+    return discover_slurm.parse_submit_limits(texts[0], texts[1])
+
+
+def discover_site(scheduler: str = "auto", *, name: str | None = None, user: str | None = None) -> DiscoveredSite:
+    """Read partitions, nodes and limits from the live scheduler.
+
+    Args:
+        scheduler: ``auto``, ``slurm`` or ``pbspro``.
+        name: The site's name (default: the cluster's).
+        user: Whose associations give the submit limit (default: the current user).
+
+    Raises:
+        CommandError: No scheduler answers, or one of its commands failed.
+    """
+    if scheduler == "torque":
+        raise CommandError(("site", "init"), None, "", "Torque discovery (qstat -Q -f, pbsnodes -a text) is not "
+                           "supported yet: write the site file by hand", reason="not supported")
+    probe = detect_scheduler(scheduler)
+    if probe is None:
+        wanted = "Slurm or PBS" if scheduler == "auto" else scheduler
+        raise CommandError(("site", "init"), None, "", f"no {wanted} scheduler answers on this machine "
+                           "(scontrol show config / PBS's qstat -B)", reason="no scheduler found")
+    if probe.scheduler == "slurm":
+        texts = [_run(argv).stdout for argv in (discover_slurm.CONFIG_ARGV, discover_slurm.PARTITION_ARGV,
+                                                 discover_slurm.NODE_ARGV)]
+        return discover_slurm.build_slurm_site(*texts, name=name,
+                                               submit_limit=_slurm_submit_limit(user or getpass.getuser()))
+    from hpcjobs.formats.pbs import parse_qstat_json
+
+    docs = []
+    for argv in (discover_pbs.QUEUE_ARGV, discover_pbs.NODE_ARGV, discover_pbs.SERVER_ARGV):
+        res = _run(argv)
+        with reading_output_of(res.argv, res.stdout, res.returncode):
+            docs.append(parse_qstat_json(res.stdout))
+    return discover_pbs.build_pbs_site(*docs, name=name)
+
+
+def site_yaml(site: DiscoveredSite, now: datetime | None = None) -> str:
+    """The commented site file ``site init`` writes."""
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    label = SCHEDULER_LABELS.get(site.scheduler, site.scheduler)
+    header = [f"Discovered from {label} {site.cluster} by hpcjobs {__version__} site init at {stamp}.",
+              "Each value says which command and field it came from; review, then `hpcjobs site validate`.",
+              "Add what no scheduler reports: modules, environment, accounts, gpu_request, documentation."]
+    return render_site_yaml(site, header)
+
+
+def write_site_file(site: DiscoveredSite, path: str | Path) -> Path:
+    """Write the site's YAML to ``path`` atomically (folders created)."""
+    from hpcjobs.output import atomic_write_text
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write_text(target, site_yaml(site))
+
+
+@dataclass(frozen=True)
+class DiscoveredFile:
+    """A discovered site file for this machine and why it was chosen (for the one-line notice)."""
+
+    path: Path
+    name: str
+    reason: str
+
+
+def discovery_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """False when ``$HPCJOBS_DISCOVER`` is ``0`` (no live scheduler is asked during site resolution)."""
+    return (os.environ if env is None else env).get(DISCOVER_ENV, "1") not in ("0", "no", "false")
+
+
+def cache_dir() -> Path:
+    """Where discovered sites are kept: ``<user config dir>/discovered``."""
+    from hpcjobs.config.sites import user_config_dir
+
+    return user_config_dir() / "discovered"
+
+
+def discovered_site_file(probe: Probe, *, refresh: bool = False, clock: float | None = None) -> DiscoveredFile:
+    """The cached discovered site of ``probe``'s cluster, discovered again when stale or on ``refresh``.
+
+    Raises:
+        CommandError: Discovery was needed and a scheduler command failed.
+    """
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in probe.cluster) or "default"
+    path = cache_dir() / f"{probe.scheduler}-{safe}.yaml"
+    now = time.time() if clock is None else clock
+    label = SCHEDULER_LABELS.get(probe.scheduler, probe.scheduler)
+    try:
+        age = now - path.stat().st_mtime
+    except OSError:
+        age = None
+    if refresh or age is None or age > CACHE_MAX_AGE_S or age < 0:
+        site = discover_site(probe.scheduler)
+        write_site_file(site, path)
+        name = site.name
+    else:
+        from hpcjobs.config.sites import load_site_file
+
+        name = load_site_file(path).name
+    return DiscoveredFile(path, name, f"discovered from {label} {probe.cluster}")

@@ -1,0 +1,127 @@
+"""A site discovered from a live scheduler: every value with the command and field it came from.
+
+The scheduler-specific parsers (:mod:`hpcjobs.config.discover_slurm`,
+:mod:`hpcjobs.config.discover_pbs`) build a :class:`DiscoveredSite`; this module turns it into
+the plain document the site schema validates and into commented YAML for ``hpcjobs site init``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Words YAML 1.1 reads as booleans or null: partition names spelled so are quoted.
+_YAML_SPECIAL = {"y", "n", "yes", "no", "true", "false", "on", "off", "null", "~"}
+_BARE_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """A value for the site file and where it came from (``"scontrol show partition -o: MaxTime"``)."""
+
+    value: Any
+    source: str
+
+
+@dataclass
+class DiscoveredPartition:
+    """One partition (or queue, or node class of one) as the scheduler reports it.
+
+    Attributes:
+        name: The entry's key in the site file.
+        fields: Site-schema keys of :class:`~hpcjobs.config.site.Partition` with their values.
+        notes: Why a field was left out ("MaxNodes=UNLIMITED and TotalNodes unreadable").
+    """
+
+    name: str
+    fields: dict[str, Sourced] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DiscoveredSite:
+    """Everything ``site init`` learnt from the scheduler.
+
+    Attributes:
+        name: The site's name (the cluster's, unless the user chose one).
+        scheduler: ``slurm``, ``pbspro`` or ``torque``.
+        cluster: The cluster or server name the scheduler reports.
+        top: Top-level site keys (``default_partition``) with their values.
+        limits: ``limits:`` keys with their values.
+        partitions: The partitions, in the scheduler's order.
+        notes: Values left out on purpose, with the reason.
+    """
+
+    name: str
+    scheduler: str
+    cluster: str
+    top: dict[str, Sourced] = field(default_factory=dict)
+    limits: dict[str, Sourced] = field(default_factory=dict)
+    partitions: list[DiscoveredPartition] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def partition(self, name: str) -> DiscoveredPartition | None:
+        """The partition entry called ``name``, if any."""
+        return next((p for p in self.partitions if p.name == name), None)
+
+    def document(self) -> dict[str, Any]:
+        """The site as the plain mapping the site schema validates (no sources)."""
+        doc: dict[str, Any] = {"name": self.name, "scheduler": self.scheduler,
+                               "detect": {"cluster_names": [self.cluster]} if self.cluster else {}}
+        doc.update({k: v.value for k, v in self.top.items()})
+        if self.limits:
+            doc["limits"] = {k: v.value for k, v in self.limits.items()}
+        doc["partitions"] = {p.name: {k: v.value for k, v in p.fields.items()} for p in self.partitions}
+        return doc
+
+
+def yaml_scalar(value: Any) -> str:
+    """``value`` as a YAML flow scalar or flow list (strings always double-quoted)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(yaml_scalar(v) for v in value) + "]"
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def yaml_key(key: str) -> str:
+    """``key`` bare when YAML reads it back as the same string, else double-quoted."""
+    if _BARE_KEY_RE.fullmatch(key) and key.lower() not in _YAML_SPECIAL:
+        return key
+    return json.dumps(key, ensure_ascii=False)
+
+
+def _comment(text: str) -> str:
+    return " ".join(text.split())  # one line: a newline in scheduler output must not end the comment
+
+
+def _entry(indent: str, key: str, item: Sourced) -> str:
+    return f"{indent}{yaml_key(key)}: {yaml_scalar(item.value)}  # {_comment(item.source)}"
+
+
+def render_site_yaml(site: DiscoveredSite, header: list[str]) -> str:
+    """The site as commented YAML: each value followed by the command and field it came from.
+
+    Args:
+        site: What discovery found.
+        header: Comment lines for the top of the file (without ``#``).
+    """
+    lines = [f"# {_comment(h)}" for h in header]
+    lines += [f"name: {yaml_scalar(site.name)}", f"scheduler: {yaml_scalar(site.scheduler)}"]
+    if site.cluster:
+        lines += ["detect:", f"  cluster_names: [{yaml_scalar(site.cluster)}]"]
+    lines += [_entry("", k, v) for k, v in site.top.items()]
+    lines += [f"# {_comment(n)}" for n in site.notes]
+    if site.limits:
+        lines.append("limits:")
+        lines += [_entry("  ", k, v) for k, v in site.limits.items()]
+    lines.append("partitions:" + ("" if site.partitions else " {}"))
+    for part in site.partitions:
+        lines.append(f"  {yaml_key(part.name)}:" + ("" if part.fields else " {}"))
+        lines += [_entry("    ", k, v) for k, v in part.fields.items()]
+        lines += [f"    # {_comment(n)}" for n in part.notes]
+    return "\n".join(lines) + "\n"

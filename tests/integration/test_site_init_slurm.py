@@ -1,0 +1,84 @@
+"""``hpcjobs site init`` and ``site diff`` on the real Slurm testbed, checked against what scontrol says."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from hpcjobs.cli import main
+from hpcjobs.config.sites import load_site_file
+from hpcjobs.process import run_command
+from hpcjobs.units import parse_memory, parse_walltime
+
+pytestmark = pytest.mark.slurm
+
+
+def _records(argv: list[str]) -> list[dict[str, str]]:
+    """``scontrol show ... -o`` lines as dicts (values with spaces are cut at the space: fine for these keys)."""
+    lines = run_command(argv, timeout=30).stdout.splitlines()
+    return [dict(re.findall(r"(\w+)=(\S*)", line)) for line in lines if "=" in line]
+
+
+@pytest.fixture
+def site_file(slurm_testbed: Any, tmp_path: Path) -> Path:
+    out = tmp_path / "x.yaml"
+    result = CliRunner().invoke(main, ["site", "init", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_site_init_matches_scontrol_field_by_field(slurm_testbed: Any, site_file: Path) -> None:
+    site = load_site_file(site_file)
+    config = slurm_testbed.config()
+    partitions = _records(["scontrol", "show", "partition", "-o"])
+    nodes = _records(["scontrol", "show", "node", "-o"])
+    assert site.scheduler == "slurm"
+    assert site.name == config["ClusterName"] and site.detect.cluster_names == [config["ClusterName"]]
+    assert site.limits.max_array_size == int(config["MaxArraySize"])
+    assert sorted(site.partitions) == sorted(p["PartitionName"] for p in partitions)
+    assert site.default_partition == next(p["PartitionName"] for p in partitions if p["Default"] == "YES")
+    for part in partitions:
+        entry = site.partitions[part["PartitionName"]]
+        members = [n for n in nodes if part["PartitionName"] in n["Partitions"].split(",")]
+        assert entry.max_walltime == parse_walltime(part["MaxTime"])
+        assert entry.default_walltime is None and part["DefaultTime"] == "NONE"
+        assert entry.max_nodes == int(part["TotalNodes"])
+        assert entry.cpus_per_node == min(int(n["CPUTot"]) for n in members)
+        assert entry.memory_per_node == min(int(n["RealMemory"]) for n in members) * 1024**2
+        gres = [re.fullmatch(r"gpu(?::(\w+))?:(\d+)", n["Gres"]) for n in members]
+        assert entry.gpus_per_node == min(int(m[2]) for m in gres if m)
+        assert entry.gpu_types == sorted({m[1] for m in gres if m and m[1]})
+        assert entry.default_memory_per_cpu == parse_memory(config["DefMemPerCPU"] + "M")
+    # every value in the file names the command it came from
+    text = site_file.read_text()
+    for line in text.splitlines():
+        if re.match(r"^\s+(max_walltime|cpus_per_node|memory_per_node|gpus_per_node|max_nodes):", line):
+            assert "# scontrol show" in line, line
+    assert yaml.safe_load(text)["partitions"]["gpu"]["gpus_per_node"] == 2
+
+
+def test_site_validate_passes_on_the_discovered_file(site_file: Path) -> None:
+    result = CliRunner().invoke(main, ["site", "validate", str(site_file)])
+    assert result.exit_code == 0, result.output
+    assert f"ok  {site_file}" in result.output
+
+
+def test_site_diff_is_clean_then_reports_one_edited_limit(site_file: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    clean = runner.invoke(main, ["site", "diff", str(site_file)])
+    assert clean.exit_code == 0, clean.output
+    text = site_file.read_text()
+    gpu_block = text.index("  gpu:\n")
+    edited = text[:gpu_block] + text[gpu_block:].replace('max_walltime: "01:00:00"', 'max_walltime: "2-00:00:00"', 1)
+    assert edited != text
+    changed = tmp_path / "edited.yaml"
+    changed.write_text(edited)
+    result = runner.invoke(main, ["site", "diff", str(changed)])
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines() == [
+        "partition gpu: max_walltime 2-00:00:00 in the file, 01:00:00 on the cluster"]
