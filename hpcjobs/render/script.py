@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,18 +135,20 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
 
 
 def detect_current_site() -> str:
-    """The site of this machine: ``HPCJOBS_SITE``, host name and environment, then Slurm's ClusterName.
+    """The site of this machine: ``HPCJOBS_SITE``, host name and environment, then the cluster name.
 
-    ``scontrol show config`` is asked only when nothing else matched and ``scontrol`` is on PATH.
+    The cluster name is read from local files (``slurm.conf``, ``pbs.conf``: see
+    :mod:`hpcjobs.config.cluster_names`), never asked of the scheduler: rendering, listing and
+    validating must not wait on a controller that does not answer.
     """
     name = detect_site()
-    if name == "local" and shutil.which("scontrol"):
-        from hpcjobs.schedulers.client import SchedulerClient
-        from hpcjobs.schedulers.registry import get_backend
+    if name == "local":
+        from hpcjobs.config.cluster_names import local_cluster_names
 
-        cluster = SchedulerClient(get_backend("slurm")).cluster_name()
-        if cluster:
+        for cluster in local_cluster_names():
             name = detect_site(cluster_name=cluster)
+            if name != "local":
+                break
     return name
 
 
