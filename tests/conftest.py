@@ -28,6 +28,9 @@ def isolated_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     """Point the user config dir at an empty temp dir so a developer's own sites/templates never leak in."""
     home = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    # a test machine running Slurm or PBS must not turn `local` into a discovered site: tests of
+    # discovery set HPCJOBS_DISCOVER=1 themselves
+    monkeypatch.setenv("HPCJOBS_DISCOVER", "0")
     monkeypatch.delenv("HPCJOBS_SITE_PATH", raising=False)
     monkeypatch.delenv("HPCJOBS_TEMPLATE_PATH", raising=False)
     monkeypatch.delenv("HPCJOBS_SITE", raising=False)

@@ -209,3 +209,51 @@ def discovered_site_file(probe: Probe, *, refresh: bool = False, clock: float | 
 
         name = load_site_file(path).name
     return DiscoveredFile(path, name, f"discovered from {label} {probe.cluster}")
+
+
+def _fresh_cached(now: float) -> Path | None:
+    """A cached discovered site of a cluster named in this machine's local files, younger than a day."""
+    try:
+        from hpcjobs.config.cluster_names import local_cluster_names
+    except ImportError:
+        return None
+    for cluster in local_cluster_names():
+        for path in sorted(cache_dir().glob(f"*-{cluster}.yaml")):
+            try:
+                if 0 <= now - path.stat().st_mtime <= CACHE_MAX_AGE_S:
+                    return path
+            except OSError:
+                continue
+    return None
+
+
+def discovered_site_for_this_machine(*, refresh: bool = False) -> DiscoveredFile | None:
+    """The discovered site of the scheduler answering here (cached a day), or ``None`` when none answers.
+
+    A fresh cached file of a cluster named in local configuration files is used without asking
+    the scheduler; otherwise Slurm, then PBS, is asked. Says which site was chosen and why at
+    warning level (shown without ``-v``): ``site hpctest (discovered from Slurm cluster hpctest)``.
+    Returns ``None`` at once when ``$HPCJOBS_DISCOVER`` is ``0``.
+
+    Raises:
+        CommandError: A scheduler answered but one of its discovery commands failed.
+    """
+    if not discovery_enabled():
+        return None
+    now = time.time()
+    cached = None if refresh else _fresh_cached(now)
+    if cached is not None:
+        from hpcjobs.config.sites import load_site_file
+
+        site = load_site_file(cached)
+        scheduler, cluster = cached.stem.split("-", 1)
+        found = DiscoveredFile(cached, site.name,
+                               f"discovered from {SCHEDULER_LABELS.get(scheduler, scheduler)} {cluster}")
+    else:
+        probe = detect_scheduler()
+        if probe is None:
+            log.warning("site local (no Slurm or PBS scheduler answers on this machine)")
+            return None
+        found = discovered_site_file(probe, refresh=refresh, clock=now)
+    log.warning("site %s (%s)", found.name, found.reason)
+    return found

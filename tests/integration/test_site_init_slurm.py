@@ -82,3 +82,19 @@ def test_site_diff_is_clean_then_reports_one_edited_limit(site_file: Path, tmp_p
     assert result.exit_code == 1, result.output
     assert result.output.splitlines() == [
         "partition gpu: max_walltime 2-00:00:00 in the file, 01:00:00 on the cluster"]
+
+
+def test_no_site_file_anywhere_submits_to_the_discovered_slurm_site(
+        slurm_testbed: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("HPCJOBS_DISCOVER", "1")
+    monkeypatch.chdir(tmp_path)
+    exp = tmp_path / "exp.yaml"
+    exp.write_text("name: discovered\ncommand: echo hi\nresources:\n  walltime: 00:01:00\n")
+    from hpcjobs.config.discover import cache_dir
+
+    result = CliRunner().invoke(main, ["render", str(exp)])
+    assert result.exit_code == 0, result.output
+    assert "#SBATCH" in result.output and "--partition=debug" in result.output
+    assert "site hpctest (discovered from Slurm cluster hpctest)" in caplog.text
+    cached = cache_dir() / "slurm-hpctest.yaml"
+    assert load_site_file(cached).limits.max_array_size == int(slurm_testbed.config()["MaxArraySize"])
