@@ -149,6 +149,11 @@ def detect_current_site() -> str:
             name = detect_site(cluster_name=cluster)
             if name != "local":
                 break
+    if name == "local":  # no site file names this cluster: ask the scheduler answering here, if any
+        from hpcjobs.config.discover import discovered_site_for_this_machine
+
+        found = discovered_site_for_this_machine()
+        name = str(found.path) if found else name
     return name
 
 
