@@ -110,6 +110,7 @@ def pbspro_attrs(root: Path, rec: dict[str, Any]) -> list[fmt.Attr]:
     a: list[fmt.Attr] = []
     add = lambda name, value, res=None: a.append((name, res, value))  # noqa: E731
     started = bool(rec.get("stime")) and rec["kind"] != "array"
+    subjob = rec["kind"] == "subjob"  # real 23.06 subjobs lack Checkpoint, Hold_Types, Submit_arguments
     now = time.time()
     add("Job_Name", rec["name"])
     add("Job_Owner", f"{rec['owner']}@{rec['submit_host']}")
@@ -130,7 +131,8 @@ def pbspro_attrs(root: Path, rec: dict[str, Any]) -> list[fmt.Attr]:
     add("server", st.server_name())
     if rec.get("account"):
         add("Account_Name", rec["account"])
-    add("Checkpoint", "u")
+    if not subjob:
+        add("Checkpoint", "u")
     add("ctime", rec["ctime"])
     if rec.get("depend"):
         add("depend", rec["depend"])
@@ -138,7 +140,8 @@ def pbspro_attrs(root: Path, rec: dict[str, Any]) -> list[fmt.Attr]:
     if started:
         add("exec_host", rec["exec_host"])
         add("exec_vnode", rec["exec_vnode"])
-    add("Hold_Types", rec["hold_types"])
+    if not subjob:
+        add("Hold_Types", rec["hold_types"])
     add("Join_Path", rec["join"])
     add("Keep_Files", rec["keep"])
     add("Mail_Points", rec["mail_points"])
@@ -153,8 +156,8 @@ def pbspro_attrs(root: Path, rec: dict[str, Any]) -> list[fmt.Attr]:
         a.append(("Resource_List", res, str(value)))
     if rec.get("stime"):
         add("stime", rec["stime"])
-    if started and rec.get("obittime"):
-        add("obittime", rec["obittime"])
+    if rec.get("stime") and rec.get("obittime"):
+        add("obittime", rec["obittime"])  # array parents too (real 23.06)
     if started:
         add("session_id", str(rec["session_id"]))
     if rec.get("shell"):
@@ -169,16 +172,19 @@ def pbspro_attrs(root: Path, rec: dict[str, Any]) -> list[fmt.Attr]:
         add("etime", rec["etime"])
     if rec.get("run_count"):
         add("run_count", str(rec["run_count"]))
-    if rec.get("done") and started:
+    if rec.get("done") and rec.get("stime"):
         add("Stageout_status", "1")
     if rec.get("done") and rec.get("exit_status") is not None:
         add("Exit_status", str(rec["exit_status"]))
-    add("Submit_arguments", rec["submit_args"])
+    if not subjob:
+        add("Submit_arguments", rec["submit_args"])
     if rec["kind"] == "array":
         subs = st.subjobs(root, rec)
         counts = _array_counts(subs)
         add("array", "True")
-        add("array_state_count", "".join(f"{k}:{v} " for k, v in counts.items()))
+        if rec.get("done"):  # a finished array shows all zeros (real 23.06), no trailing space
+            counts = dict.fromkeys(counts, 0)
+        add("array_state_count", " ".join(f"{k}:{v}" for k, v in counts.items()))
         add("array_indices_submitted", rec["array"]["spec"].split("%")[0])
         remaining = [s["index"] for s in subs if s["state"] in ("Q", "H")]
         add("array_indices_remaining", submit.range_text(remaining))
@@ -307,6 +313,8 @@ def main_qstat(argv: list[str]) -> int:
                     expand = True
                 elif letter == "w":
                     one_line = True
+                elif letter == "E" and flavor == "pbspro":
+                    pass  # one server request for all ids (the output is the same here)
                 elif letter == "F" and flavor == "pbspro":
                     value = letters[pos + 1 :] or (argv[i + 1] if i + 1 < len(argv) else "")
                     if not letters[pos + 1 :]:
@@ -331,6 +339,7 @@ def main_qstat(argv: list[str]) -> int:
     any_failed = 0
     header = True
     first_operand = True
+    found_one = False
     with st.locked(root):
         parents = st.all_parents(root)
         if not operands:
@@ -346,8 +355,9 @@ def main_qstat(argv: list[str]) -> int:
                 any_failed = code
                 if first_operand:
                     header = False
-            else:
+            elif not (found_one and fmt_name == "json" and config.get("json_first_id_only")):
                 entries += found
+                found_one = True
             first_operand = False
     return _print_jobs(root, entries, flavor, full, fmt_name, xml, one_line, header, config) or (any_failed & 0xFF)
 
@@ -466,7 +476,7 @@ def _delete_one(root: Path, operand: str, requestor: str, delete_history: bool, 
     acct.deleted(root, rec["id"], requestor)
     units = st.subjobs(root, rec) if rec["kind"] == "array" else [rec]
     for unit in units:
-        _delete_unit(root, unit)
+        _delete_unit(root, unit, requestor)
     if rec["kind"] == "array":
         fresh = st.load(root, seq) or rec
         fresh["delete_requested"] = True
@@ -475,11 +485,12 @@ def _delete_one(root: Path, operand: str, requestor: str, delete_history: bool, 
     return 0
 
 
-def _delete_unit(root: Path, unit: dict[str, Any]) -> None:
+def _delete_unit(root: Path, unit: dict[str, Any], requestor: str) -> None:
     if unit.get("done"):
         return
     if unit["state"] in ("R", "E"):
         unit["delete_requested"] = True
+        unit["terminated_by"] = requestor  # real comment: "... and terminated by user@host"
         st.save(root, unit)
         runner._signal(int(unit["session_id"]), 15)
         return

@@ -45,8 +45,12 @@ def _resource_list(rec: dict[str, Any]) -> list[str]:
     return [f"Resource_List.{k}={_quote(str(v))}" for k, v in sorted(rec["resources"].items())]
 
 
-def job_fields(rec: dict[str, Any], started: bool) -> str:
-    """The acct_job part shared by Q, S, E and R records (OpenPBS) or S/E (Torque)."""
+def job_fields(rec: dict[str, Any], started: bool, *, summary: bool = False) -> str:
+    """The acct_job part shared by Q, S, E and R records (OpenPBS) or S/E (Torque).
+
+    ``summary``: an OpenPBS array parent's S/E record (real 23.06: ``start`` but no
+    ``exec_host``/``exec_vnode``; ``array_indices`` on Q and S only).
+    """
     etime = int(rec["etime"]) if rec.get("etime") else 0
     if rec["flavor"] == "torque":
         fields = [f"user={rec['owner']}", f"group={group_name()}"]
@@ -79,9 +83,9 @@ def job_fields(rec: dict[str, Any], started: bool) -> str:
     ]
     if started:
         fields.append(f"start={int(rec['stime'])}")
-    if rec.get("array") and not started:
+    if rec.get("array") and (not started or (summary and rec["state"] != "F")):
         fields.append(f"array_indices={rec['array']['spec'].split('%')[0]}")
-    if started:
+    if started and not summary:
         fields += [f"exec_host={rec['exec_host']}", f"exec_vnode={rec['exec_vnode']}"]
     return " ".join(fields + _resource_list(rec))
 
@@ -133,9 +137,20 @@ def ended(root: Path, rec: dict[str, Any], kind: str = "E") -> None:
     write(root, kind, rec["id"], job_fields(rec, started=True) + " " + tail, end)
 
 
+def array_started(root: Path, rec: dict[str, Any]) -> None:
+    """Write the S record of an OpenPBS array parent when its first subjob starts (real 23.06)."""
+    write(root, "S", rec["id"], job_fields(rec, started=True, summary=True), rec["stime"])
+
+
 def array_ended(root: Path, rec: dict[str, Any]) -> None:
-    """Write the E record of a finished array parent (derived: no usage fields)."""
+    """Write the E record of a finished array parent: no usage fields, ``session=0`` and
+    ``run_count=0`` (real OpenPBS 23.06; Torque's is derived)."""
     end = int(rec.get("obittime") or time.time())
+    if rec["flavor"] == "pbspro":
+        fields = job_fields(rec, started=bool(rec.get("stime")), summary=True)
+        tail = f" session=0 end={end} Exit_status={rec['exit_status']} run_count=0"
+        write(root, "E", rec["id"], fields + tail, end)
+        return
     write(root, "E", rec["id"], job_fields(rec, started=False) + f" end={end} Exit_status={rec['exit_status']}", end)
 
 

@@ -290,7 +290,8 @@ def end_unit(root: Path, handle: dict[str, Any], wait_status: int, usage: Any, c
         st.save(root, rec)
         return
     if handle["reason"] == "qdel":
-        finish_record(rec, status, 91, "terminated")
+        by = rec.get("terminated_by")
+        finish_record(rec, status, 91, f"terminated by {by}" if by and rec["flavor"] == "pbspro" else "terminated")
         rec["deleted"] = True
     elif handle["reason"] == "walltime":
         finish_record(rec, status, 93, "exceeded resource walltime")
@@ -307,7 +308,8 @@ def finish_array(root: Path, parent: dict[str, Any]) -> None:
         return
     statuses = [s.get("exit_status") for s in subs]
     code = 2 if any(s.get("deleted") for s in subs) else (1 if any(x not in (0, None) for x in statuses) else 0)
-    finish_record(parent, code, 92 if code == 0 else 93, None)
+    substate, suffix = {0: (92, "finished"), 1: (93, "failed")}.get(code, (91, "terminated"))
+    finish_record(parent, code, substate, suffix)  # real: "Job Array Began at ... and finished"
     parent["state"] = "C" if parent["flavor"] == "torque" else "F"
     for sub in subs:
         if sub["state"] == "X":
@@ -376,10 +378,13 @@ def run(seq: int) -> None:
                                     "state": "B" if parent["flavor"] == "pbspro" else "R",
                                     "substate": 70,
                                     "stime": time.time(),
-                                    "comment": "Job Array Began at " + st.ctime_text(time.time()),
+                                    "comment": "Job Array Began at "
+                                    + time.strftime("%a %b %d at %H:%M", time.localtime()),
                                 }
                             )
                             st.save(root, parent)
+                            if parent["flavor"] == "pbspro":
+                                acct.array_started(root, parent)
             for handle in handles.values():
                 unit = st.load(root, seq, handle["index"])
                 if unit and (unit.get("delete_requested") or unit.get("rerun_requested")) and not handle["term_at"]:

@@ -33,6 +33,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "max_array_size": 10000,
     "kill_delay": 2,
     "json_numbers": "strict",
+    "json_first_id_only": False,
     "queues": {},
     "default_queue": None,
     "exec_host": None,
@@ -90,7 +91,9 @@ def load_config(root: Path) -> dict[str, Any]:
     SIGKILL), ``json_numbers`` (``strict`` or ``legacy``: the pre-2023 strtod quirk),
     ``queues`` (``{name: {"resources_max": {...}, "resources_default": {...}}}``),
     ``default_queue``, ``exec_host``, ``user_home`` (job cwd; default the submitter's HOME),
-    ``resources_default``, ``exiting_delay`` (seconds a finished job stays in state E).
+    ``resources_default``, ``exiting_delay`` (seconds a finished job stays in state E),
+    ``json_first_id_only`` (``qstat -f -F json`` prints only the first found operand's job, as the
+    cJSON-era OpenPBS build cd7ab5e that reports 23.06.06 does; errors are still printed for all).
 
     Args:
         root: state directory.

@@ -256,9 +256,9 @@ def _check_limits(res: dict[str, str], queue_conf: dict[str, Any]) -> None:
         and "walltime" in res
         and st.parse_duration(res["walltime"]) > st.parse_duration(limits["walltime"])
     ):
-        raise _err("Job exceeds queue resource limits", PBSE_EXCQRESC)
+        raise _err("Job violates queue and/or server resource limits", PBSE_EXCQRESC)
     if "ncpus" in limits and "ncpus" in res and int(res["ncpus"]) > int(limits["ncpus"]):
-        raise _err("Job exceeds queue resource limits", PBSE_EXCQRESC)
+        raise _err("Job violates queue and/or server resource limits", PBSE_EXCQRESC)
 
 
 def _depend(value: str) -> tuple[str, list[dict[str, Any]]]:
