@@ -296,7 +296,7 @@ def _finished(rec: dict[str, Any]) -> bool:
 def main_qstat(argv: list[str]) -> int:
     """qstat: default table, -f text, -F json (OpenPBS), -x (history / Torque XML), -t."""
     flavor = st.flavor()
-    full = history = expand = one_line = xml = False
+    full = history = expand = one_line = xml = batch = False
     fmt_name = "default"
     operands: list[str] = []
     i = 0
@@ -313,6 +313,8 @@ def main_qstat(argv: list[str]) -> int:
                     expand = True
                 elif letter == "w":
                     one_line = True
+                elif letter == "E" and flavor == "pbspro":
+                    batch = True  # one server request for all ids (see below)
                 elif letter == "E" and flavor == "pbspro":
                     pass  # one server request for all ids (the output is the same here)
                 elif letter == "F" and flavor == "pbspro":
@@ -347,6 +349,16 @@ def main_qstat(argv: list[str]) -> int:
                 if _finished(rec) and not history:
                     continue
                 entries += _visible(root, rec, history, expand)
+        if batch and operands:
+            # real 23.06 with -E: every found job in server (sequence) order, unknown ids left
+            # out silently and exit 0; only when none is found the first error and its status
+            looked = [(op, *_lookup(root, op, history, expand)) for op in operands]
+            hits = [found for _op, found, failure in looked if not failure]
+            if hits:
+                entries = sorted((e for found in hits for e in found), key=lambda r: r["seq"])
+                operands = []
+            else:
+                operands = operands[:1]
         for operand in operands:
             found, failure = _lookup(root, operand, history, expand)
             if failure:

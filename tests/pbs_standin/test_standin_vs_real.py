@@ -201,3 +201,10 @@ def test_json_of_several_ids_can_show_only_the_first(pbs_standin: PbsStandin) ->
     assert (result.returncode, result.stderr) == (153, f"qstat: Unknown Job Id {unknown}\n")
     text = pbs_standin.run("qstat", "-x", "-f", *jobs).stdout
     assert re.findall(r"^Job Id: (\S+)", text, re.M) == jobs
+    # -E (one request for all ids), as the real server answers it: every known job in server
+    # order, unknown ids left out and exit 0; only unknown ids: the error and 153
+    batch = pbs_standin.run("qstat", "-E", "-x", "-f", "-F", "json", jobs[1], unknown, jobs[0])
+    assert (batch.returncode, batch.stderr, list(json.loads(batch.stdout)["Jobs"])) == (0, "", jobs)
+    alone = pbs_standin.run("qstat", "-E", "-x", "-f", "-F", "json", unknown)
+    assert (alone.returncode, alone.stderr) == (153, f"qstat: Unknown Job Id {unknown}\n")
+    assert "Jobs" not in json.loads(alone.stdout)
