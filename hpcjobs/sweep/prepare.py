@@ -92,6 +92,7 @@ def prepare_sweep(
     sweep_args: Sequence[str] = (),
     root: str | Path | None = None,
     submit_dir: str | Path | None = None,
+    ask_scheduler: bool = False,
 ) -> PreparedSweep:
     """Load, check and expand a sweep; nothing is written.
 
@@ -102,6 +103,7 @@ def prepare_sweep(
         sweep_args: Hydra-style sweep arguments (``lr=0.1,0.01``), combined with the file's sweep.
         root: Folder of sweep folders.
         submit_dir: Working directory of the jobs (default: the current directory).
+        ask_scheduler: Site detection may ask a live scheduler (set when the sweep is submitted).
 
     Raises:
         ConfigError: Bad experiment, sweep or site, or a request the site cannot satisfy.
@@ -109,7 +111,7 @@ def prepare_sweep(
     experiment_path = Path(path).resolve()
     experiment, doc = load_experiment(experiment_path, overrides)
     text = read_text_file(experiment_path)  # bounded, regular files only (as load_experiment read it)
-    site_config, site_file = load_site_for(experiment, site)
+    site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler)
     points = expand(experiment.sweep, sweep_args, doc=doc)
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
     sweep_id = make_sweep_id(experiment.name, text, overrides, sweep_args, site_config.name)
@@ -165,7 +167,23 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
         "printf '%s\\n' \"$HPCJOBS_PARAMS_JSON\" > \"$HPCJOBS_RUN_DIR/params.json\"",
     )
     return replace(prepared.job, setup=preamble + prepared.job.setup,
-                   array=ArraySpec(0, size - 1, throttle=throttle))
+                   array=ArraySpec(0, size - 1, throttle=throttle),
+                   extra_directives=prepared.job.extra_directives + _pbs_chunk_logs(prepared, chunk))
+
+
+def _pbs_chunk_logs(prepared: PreparedSweep, chunk: int) -> tuple[str, ...]:
+    """PBS Pro ``-o``/``-e`` naming the sweep and chunk, so that chunks do not overwrite each other's logs.
+
+    PBS expands only ``^array_index^`` in an output path (no job id, unlike Slurm's ``%A``), so the
+    generic ``<name>.^array_index^.out`` of every chunk of a sweep (indices restart at 0 in each)
+    would be the same file. qsub keeps the last of repeated ``#PBS -o`` lines, so these, added after
+    the generated ones, win; a user's own ``-o``/``-e`` directive is left as it is.
+    """
+    if prepared.site.scheduler != "pbspro":
+        return ()
+    own = {d.split()[0] for d in prepared.job.extra_directives if d.split()}
+    stem = f"{prepared.job.output_dir}/{prepared.sweep_id}.{chunk}.^array_index^"
+    return tuple(f"-{k} {stem}.{ext}" for k, ext in (("o", "out"), ("e", "err")) if f"-{k}" not in own)
 
 
 def render_chunk_script(prepared: PreparedSweep, chunk: int, size: int, throttle: int | None, token: str) -> Path:
