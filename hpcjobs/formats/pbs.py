@@ -476,18 +476,21 @@ def job_status_from_attrs(
 
 
 def qstat_status_argv(job_ids: Sequence[str]) -> list[str]:
-    """One ``qstat -x -f -F json -t <ids...>`` call for every job of a poll.
+    """One ``qstat -E -x -f -F json -t <ids...>`` call for every job of a poll.
 
     ``-x`` includes finished (history) jobs, ``-t`` lists the subjobs of array parents given as
-    ``1234[].srv``. Ids are passed as qsub printed them (qstat reports the others when one is
-    unknown, exits non-zero and names it on stderr, see :func:`classify_error_line`).
+    ``1234[].srv``. ``-E`` makes qstat ask the server for all the ids in one request: without it
+    qstat asks once per id and OpenPBS 23.06 prints only the first id's job in ``-F json`` (the
+    ``Jobs`` object is created for the first answer only, ``display_statjob`` in ``src/cmds/qstat.c``);
+    with it, ids the server does not know are left out (qstat exits non-zero with ``Unknown Job
+    Id`` only when it knows none of them). Ids are passed as qsub printed them.
 
     Raises:
         ValueError: When ``job_ids`` is empty (qstat would list every job on the server).
     """
     if not job_ids:
         raise ValueError("qstat_status_argv needs at least one job id")
-    return ["qstat", "-x", "-f", "-F", "json", "-t", *job_ids]
+    return ["qstat", "-E", "-x", "-f", "-F", "json", "-t", *job_ids]
 
 
 def qstat_text_status_argv(job_ids: Sequence[str]) -> list[str]:

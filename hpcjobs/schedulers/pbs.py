@@ -19,8 +19,16 @@ from hpcjobs.schedulers.locate import locate_pbs_command
 
 
 def pbs_array_argument(array: ArraySpec) -> str:
-    """PBS Pro ``-J`` value: ``0-99``, ``0-99:2``, ``0-99%10``."""
-    text = f"{array.start}-{array.end}" + (f":{array.step}" if array.step != 1 else "")
+    """PBS Pro ``-J`` value: ``0-99``, ``0-99:2``, ``0-99%10``.
+
+    PBS refuses a range whose end is not above its start (``qsub: illegal -J value`` for ``5-5``:
+    ``chk_Jrange`` in the OpenPBS sources), so an array of one task, such as a sweep chunk holding a
+    single point, is written ``5-6:2``: one subjob, index 5, with ``PBS_ARRAY_INDEX`` as usual.
+    """
+    if array.size == 1:
+        text = f"{array.start}-{array.start + 1}:2"
+    else:
+        text = f"{array.start}-{array.end}" + (f":{array.step}" if array.step != 1 else "")
     return text + (f"%{array.throttle}" if array.throttle else "")
 
 

@@ -23,6 +23,16 @@ def test_pbspro_submit_argv():
                     "s.sh"]
 
 
+def test_pbspro_array_of_one_task_is_a_range_pbs_accepts():
+    # real OpenPBS refuses `-J 3-3` ("qsub: illegal -J value"); `3-4:2` is one subjob, index 3
+    from hpcjobs.schedulers.pbs import pbs_array_argument
+
+    assert pbs_array_argument(ArraySpec(3, 3)) == "3-4:2"
+    assert pbs_array_argument(ArraySpec(0, 0, throttle=1)) == "0-1:2%1"
+    assert pbs_array_argument(ArraySpec(0, 4, step=5)) == "0-1:2"
+    assert pbs_array_argument(ArraySpec(0, 1)) == "0-1"
+
+
 def test_torque_submit_argv_uses_t_and_lists_steps():
     argv = get_backend("torque").submit_argv(Path("s.sh"), SubmitOptions(array=ArraySpec(0, 6, step=3, throttle=2)))
     assert argv == ["qsub", "-t", "0,3,6%2", "s.sh"]
@@ -30,7 +40,7 @@ def test_torque_submit_argv_uses_t_and_lists_steps():
 
 def test_pbspro_status_argv_is_one_call():
     assert get_backend("pbspro").status_argv(["1.srv", "2[].srv"]) == [
-        "qstat", "-x", "-f", "-F", "json", "-t", "1.srv", "2[].srv"]
+        "qstat", "-E", "-x", "-f", "-F", "json", "-t", "1.srv", "2[].srv"]
 
 
 def test_pbspro_parse_status_real_openpbs_json():
