@@ -95,5 +95,5 @@ def submit_experiment(
         ConfigError: Bad input (nothing is written or submitted).
         CommandError: The scheduler refused the job.
     """
-    rendered = render_experiment(path, site=site, overrides=overrides)
+    rendered = render_experiment(path, site=site, overrides=overrides, ask_scheduler=True)
     return submit_rendered(rendered, submit_dir=submit_dir)

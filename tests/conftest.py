@@ -28,6 +28,9 @@ def isolated_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     """Point the user config dir at an empty temp dir so a developer's own sites/templates never leak in."""
     home = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    # caches (scheduler limits, accounting windows) per test: one test's stand-in limits never reach another
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    monkeypatch.delenv("HPCJOBS_CACHE_DIR", raising=False)
     # a test machine running Slurm or PBS must not turn `local` into a discovered site: tests of
     # discovery set HPCJOBS_DISCOVER=1 themselves
     monkeypatch.setenv("HPCJOBS_DISCOVER", "0")

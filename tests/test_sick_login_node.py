@@ -49,7 +49,7 @@ def sick_node(tmp_path: Path) -> tuple[dict[str, str], Path]:
     env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "HPCJOBS_PBS_BIN": str(bindir),
            "SLURM_CONF": str(conf), "PBS_CONF_FILE": str(tmp_path / "no-pbs.conf"),
            "HPCJOBS_SITE_PATH": str(sites), "HPCJOBS_SWEEP_ROOT": str(tmp_path / "sweeps"),
-           "PYTHONPATH": str(ROOT)}
+           "PYTHONPATH": str(ROOT), "HPCJOBS_DISCOVER": "1"}  # as for a user: site discovery is on
     env.pop("HPCJOBS_SITE", None)
     return env, started
 
@@ -87,4 +87,17 @@ def test_site_detected_from_slurm_conf_without_asking_slurmctld(sick_node, tmp_p
     result = _run(env, "render", str(exp), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "#SBATCH --partition=batch" in result.stdout
+    assert not started.exists(), f"started: {started.read_text()}"
+
+
+def test_undescribed_cluster_renders_for_local_with_a_warning_and_no_scheduler_call(sick_node, tmp_path: Path) -> None:
+    """A cluster no site file describes: render does not ask the scheduler, and says why it uses local."""
+    env, started = sick_node
+    (Path(env["SLURM_CONF"])).write_text("ClusterName=othercluster\n")
+    exp = tmp_path / "exp.yaml"
+    exp.write_text("name: probe\ncommand: echo hi\n")
+    result = _run(env, "render", str(exp), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "names cluster othercluster" in result.stderr and "hpcjobs site init" in result.stderr
+    assert "#SBATCH" not in result.stdout
     assert not started.exists(), f"started: {started.read_text()}"

@@ -227,13 +227,15 @@ def _fresh_cached(now: float) -> Path | None:
     return None
 
 
-def discovered_site_for_this_machine(*, refresh: bool = False) -> DiscoveredFile | None:
+def discovered_site_for_this_machine(*, refresh: bool = False, ask: bool = True) -> DiscoveredFile | None:
     """The discovered site of the scheduler answering here (cached a day), or ``None`` when none answers.
 
     A fresh cached file of a cluster named in local configuration files is used without asking
     the scheduler; otherwise Slurm, then PBS, is asked. Says which site was chosen and why at
     warning level (shown without ``-v``): ``site hpctest (discovered from Slurm cluster hpctest)``.
-    Returns ``None`` at once when ``$HPCJOBS_DISCOVER`` is ``0``.
+    Returns ``None`` at once when ``$HPCJOBS_DISCOVER`` is ``0``. With ``ask=False`` (commands that
+    do not submit: ``render``, ``sweep --dry-run``) no scheduler is asked: only a fresh cached file
+    is used.
 
     Raises:
         CommandError: A scheduler answered but one of its discovery commands failed.
@@ -249,6 +251,8 @@ def discovered_site_for_this_machine(*, refresh: bool = False) -> DiscoveredFile
         scheduler, cluster = cached.stem.split("-", 1)
         found = DiscoveredFile(cached, site.name,
                                f"discovered from {SCHEDULER_LABELS.get(scheduler, scheduler)} {cluster}")
+    elif not ask:
+        return None
     else:
         probe = detect_scheduler()
         if probe is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from hpcjobs.render.directives import DIRECTIVE_PREFIX, build_directives
 from hpcjobs.render.shellvalue import UnencodableValueError
 from hpcjobs.render.templating import shell_quote, template_environment, template_search_path
 from hpcjobs.resolve import ResolvedJob, resolve
+
+log = logging.getLogger("hpcjobs.sites")
 
 #: Scheduler family → environment variable holding the array index in a running task.
 ARRAY_INDEX_VAR: dict[str, str] = {
@@ -134,32 +137,44 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
     return RenderedScript(job, text, name)
 
 
-def detect_current_site() -> str:
-    """The site of this machine: ``HPCJOBS_SITE``, host name and environment, then the cluster name.
+def detect_current_site(*, ask_scheduler: bool = False) -> str:
+    """The site of this machine: ``HPCJOBS_SITE``, host name and environment, the cluster name, discovery.
 
     The cluster name is read from local files (``slurm.conf``, ``pbs.conf``: see
-    :mod:`hpcjobs.config.cluster_names`), never asked of the scheduler: rendering, listing and
-    validating must not wait on a controller that does not answer.
+    :mod:`hpcjobs.config.cluster_names`). A live scheduler is asked (site discovery, cached a day)
+    only with ``ask_scheduler``, which commands that submit set: rendering, listing and validating
+    never wait on a controller that does not answer. Without it, a machine whose configuration
+    names a cluster that no site file describes gets ``local`` with a warning, never silently.
     """
     name = detect_site()
-    if name == "local":
-        from hpcjobs.config.cluster_names import local_cluster_names
+    if name != "local":
+        return name
+    from hpcjobs.config.cluster_names import local_cluster_names
 
-        for cluster in local_cluster_names():
-            name = detect_site(cluster_name=cluster)
-            if name != "local":
-                break
-    if name == "local":  # no site file names this cluster: ask the scheduler answering here, if any
-        from hpcjobs.config.discover import discovered_site_for_this_machine
+    clusters = local_cluster_names()
+    for cluster in clusters:
+        name = detect_site(cluster_name=cluster)
+        if name != "local":
+            return name
+    from hpcjobs.config.discover import discovered_site_for_this_machine, discovery_enabled
 
-        found = discovered_site_for_this_machine()
-        name = str(found.path) if found else name
-    return name
+    found = discovered_site_for_this_machine(ask=ask_scheduler)
+    if found is not None:
+        return str(found.path)
+    if clusters and not ask_scheduler and discovery_enabled():
+        log.warning("site local: this machine's scheduler configuration names cluster %s, but no site file "
+                    "describes it and no discovered site is cached (this command does not ask the scheduler); "
+                    "pass --site, or run `hpcjobs site init`", clusters[0])
+    return "local"
 
 
-def load_site_for(experiment: Experiment, site_override: str | None = None) -> tuple[SiteConfig, str]:
-    """The site config an experiment runs on (``--site`` > the file's ``site:`` > detected) and its path."""
-    name = site_override or experiment.site or detect_current_site()
+def load_site_for(experiment: Experiment, site_override: str | None = None, *,
+                  ask_scheduler: bool = False) -> tuple[SiteConfig, str]:
+    """The site config an experiment runs on (``--site`` > the file's ``site:`` > detected) and its path.
+
+    ``ask_scheduler``: detection may ask a live scheduler (commands that submit).
+    """
+    name = site_override or experiment.site or detect_current_site(ask_scheduler=ask_scheduler)
     path = find_site(name)
     return load_site_file(path), str(path)
 
@@ -170,6 +185,7 @@ def render_experiment(
     site: str | None = None,
     overrides: tuple[str, ...] = (),
     template_dirs: tuple[str, ...] = (),
+    ask_scheduler: bool = False,
 ) -> RenderedScript:
     """Load, resolve and render an experiment file: the library call behind ``hpcjobs render``.
 
@@ -177,6 +193,6 @@ def render_experiment(
         ConfigError: Anything wrong with the experiment, the site, or the request against the site.
     """
     experiment, doc = load_experiment(path, overrides)
-    site_config, site_file = load_site_for(experiment, site)
+    site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler)
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
     return render_job(job, template=experiment.template, template_dirs=template_dirs)

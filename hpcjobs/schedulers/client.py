@@ -10,6 +10,7 @@ from __future__ import annotations
 import getpass
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -142,16 +143,34 @@ class SchedulerClient:
             self.run(self.backend.cancel_argv(job_ids))
 
     def limits(self, user: str | None = None) -> ClusterLimits:
-        """Limits the scheduler reports (array size, job count, the user's submit limit where known)."""
+        """Limits the scheduler reports (array size, job count, the user's submit limit where known).
+
+        Each query may take ``$HPCJOBS_SCHEDULER_TIMEOUT_S`` (10 s); the answer is cached per user
+        and cluster for ``$HPCJOBS_LIMITS_TTL_S`` (:mod:`hpcjobs.schedulers.limits_cache`).
+
+        Raises:
+            CommandTimeout: The scheduler did not answer the configuration query in time.
+            CommandError: It refused the query.
+        """
+        from hpcjobs.schedulers import limits_cache
+
         config_argv = getattr(self.backend, "config_argv", None)
         if config_argv is None:
             return ClusterLimits()
-        limits: ClusterLimits = self.backend.parse_limits(self.run(config_argv()).stdout)  # type: ignore[attr-defined]
+        user = user or getpass.getuser()
+        key = self._limits_cache_key(config_argv()[0], user)
+        cached = limits_cache.load(key) if key else None
+        if cached is not None:
+            log.info("scheduler limits from the cache (%s): %s", key, cached)
+            return cached
+        timeout = limits_cache.query_timeout_s()
+        limits: ClusterLimits = self.backend.parse_limits(  # type: ignore[attr-defined]
+            self.run(config_argv(), timeout=timeout).stdout)
         user_argv = getattr(self.backend, "user_limits_argv", None)
         if user_argv is not None:
-            argv = user_argv(user or getpass.getuser())
+            argv = user_argv(user)
             try:
-                res = self.run(argv, check=False)
+                res = self.run(argv, check=False, timeout=timeout)
             except HpcJobsError as exc:  # sacctmgr missing or hung: limits stay unknown
                 log.warning("could not read MaxSubmitJobs: %s", exc)
             else:
@@ -160,7 +179,25 @@ class SchedulerClient:
                 else:
                     log.warning("could not read MaxSubmitJobs: %s exited %s: %s", " ".join(argv), res.returncode,
                                 printable(res.stderr.strip())[:500])
+        if key:
+            limits_cache.store(key, limits)
         return limits
+
+    def _limits_cache_key(self, command: str, user: str) -> str | None:
+        """Cache key of the limits: family, cluster named by local config files, client executable, user."""
+        from hpcjobs.config.cluster_names import pbs_server_name, slurm_cluster_name
+        from hpcjobs.schedulers import limits_cache
+
+        env = {**os.environ, **self.env} if self.env else os.environ
+        family = getattr(self.backend, "name", type(self.backend).__name__)
+        cluster = slurm_cluster_name(env) if family == "slurm" else pbs_server_name(env)
+        locate = getattr(self.backend, "command_path", None)
+        try:
+            executable = locate(command, env) if locate is not None else (shutil.which(command, path=env.get("PATH"))
+                                                                          or command)
+        except HpcJobsError:
+            return None
+        return limits_cache.cache_key(family, cluster, executable, user)
 
     def cluster_name(self) -> str | None:
         """The scheduler's cluster name (Slurm ClusterName), or ``None`` when it cannot be asked."""

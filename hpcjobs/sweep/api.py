@@ -50,7 +50,8 @@ def run_sweep(
         LedgerError: Another process is submitting the sweep, or the experiment changed (use ``force``).
         SubmitError: The scheduler refused a chunk (what was submitted stays recorded).
     """
-    prepared = prepare_sweep(path, site=site, overrides=overrides, sweep_args=sweep_args, root=root)
+    prepared = prepare_sweep(path, site=site, overrides=overrides, sweep_args=sweep_args, root=root,
+                             ask_scheduler=not dry_run)
     if dry_run:
         if prepared.site.scheduler == "local":
             return prepared, _local_dry_run(prepared)
@@ -151,7 +152,7 @@ def prepared_from_ledger(folder: Path, *, extra_overrides: Sequence[str] = (), f
     prepared = prepare_sweep(meta.experiment_path, site=how.get("site_arg"),
                              overrides=[*how.get("overrides", []), *extra_overrides],
                              sweep_args=how.get("sweep_args", []), root=folder.parent,
-                             submit_dir=how.get("submit_dir"))
+                             submit_dir=how.get("submit_dir"), ask_scheduler=True)
     if experiment_sha256(prepared.experiment_text) != meta.experiment_sha256 and not force:
         raise LedgerError(f"{meta.experiment_path} changed since sweep {meta.sweep_id} was planned; "
                           "use --force to go on with the new text")

@@ -137,7 +137,7 @@ def sweep_function(
     spec = sweep if isinstance(sweep, SweepSpec) else SweepSpec.model_validate(dict(sweep))
     exp = Experiment.model_validate({"name": name, "command": "python (submitit)", "resources": dict(resources or {}),
                                      "partition": partition, "account": account, "qos": qos})
-    site_config = load_site(site or detect_current_site())
+    site_config = load_site(site or detect_current_site(ask_scheduler=True))
     if site_config.scheduler not in ("slurm", "local"):
         raise ConfigError(ConfigProblem(f"function sweeps run through submitit, which supports Slurm and local "
                                         f"execution, not {site_config.scheduler}", key="site"))

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, SubmitError, reading_output_of
 from hpcjobs.render.script import render_job
+from hpcjobs.schedulers import limits_cache
 from hpcjobs.schedulers.base import ClusterLimits, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.states import JobTag
@@ -424,6 +425,10 @@ class SweepSubmitter:
             return None
         try:
             return self.client.limits(self.user)
+        except CommandTimeout as exc:
+            log.warning("the scheduler did not answer `%s` in %g s; using the site file's limits",
+                        " ".join(exc.argv), limits_cache.query_timeout_s())
+            return None
         except HpcJobsError as exc:
             log.warning("could not read the scheduler's limits (%s); using the site config's", exc)
             return None

@@ -86,15 +86,25 @@ def test_site_diff_is_clean_then_reports_one_edited_limit(site_file: Path, tmp_p
 
 def test_no_site_file_anywhere_submits_to_the_discovered_slurm_site(
         slurm_testbed: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """`sweep` (which submits) discovers the cluster; `render` then uses the cached site without asking."""
     monkeypatch.setenv("HPCJOBS_DISCOVER", "1")
+    monkeypatch.setenv("HPCJOBS_SWEEP_ROOT", str(tmp_path / "sweeps"))
     monkeypatch.chdir(tmp_path)
+    tmp_path.chmod(0o777)
     exp = tmp_path / "exp.yaml"
-    exp.write_text("name: discovered\ncommand: echo hi\nresources:\n  walltime: 00:01:00\n")
+    exp.write_text("name: discovered\ncommand: echo hi\nresources:\n  walltime: 00:01:00\n"
+                   "sweep:\n  grid:\n    x: [1, 2]\n")
     from hpcjobs.config.discover import cache_dir
 
+    result = CliRunner().invoke(main, ["sweep", str(exp), "--json"])
+    assert result.exit_code == 0, result.output
+    assert "site hpctest (discovered from Slurm cluster hpctest)" in caplog.text
+    assert '"points_submitted": 2' in result.output
+    cached = cache_dir() / "slurm-hpctest.yaml"
+    assert load_site_file(cached).limits.max_array_size == int(slurm_testbed.config()["MaxArraySize"])
+    # render asks no scheduler: the fresh cached site is used (scontrol hidden from PATH to prove it)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-scheduler-here"))
+    caplog.clear()
     result = CliRunner().invoke(main, ["render", str(exp)])
     assert result.exit_code == 0, result.output
     assert "#SBATCH" in result.output and "--partition=debug" in result.output
-    assert "site hpctest (discovered from Slurm cluster hpctest)" in caplog.text
-    cached = cache_dir() / "slurm-hpctest.yaml"
-    assert load_site_file(cached).limits.max_array_size == int(slurm_testbed.config()["MaxArraySize"])
