@@ -70,8 +70,12 @@ class PbsServer:
     exec_dir: Path = PBS_EXEC
 
     def jobs(self, *job_ids: str, subjobs: bool = False) -> dict[str, dict[str, Any]]:
-        """``qstat -x -f -F json [-t]`` of ``job_ids`` (all jobs when none), as ``{id: attributes}``."""
-        argv = ["qstat", "-x", "-f", "-F", "json", *(["-t"] if subjobs else []), *job_ids]
+        """``qstat -E -x -f -F json [-t]`` of ``job_ids`` (all jobs when none), as ``{id: attributes}``.
+
+        ``-E``: without it, OpenPBS 23.06 prints only the first of several ids in ``-F json``.
+        """
+        argv = ["qstat", *(["-E"] if job_ids else []), "-x", "-f", "-F", "json", *(["-t"] if subjobs else []),
+                *job_ids]
         result = pbs(argv, check=False)
         if not result.stdout.strip():
             return {}

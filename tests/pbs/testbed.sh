@@ -147,6 +147,15 @@ configure_server() {
         pkill -HUP -x pbs_sched || true
     fi
     [[ -n $node ]] && qmgr -c "set node $node resources_available.ngpus = 2"
+    # the mom checks walltime and cpu use every 10-120 s by default: a 5 s walltime limit was seen to
+    # run 2 min, and jobs of a few seconds recorded cput 0. Poll every 1-5 s (pbs_mom(8) $min_check_poll)
+    local momconf=$PBS_HOME/mom_priv/config
+    # shellcheck disable=SC2016  # the $ is part of the mom's option names
+    if ! grep -q '^\$max_check_poll' "$momconf" 2>/dev/null; then
+        # shellcheck disable=SC2016
+        printf '$min_check_poll 1\n$max_check_poll 5\n' >>"$momconf"
+        pkill -HUP -x pbs_mom || true
+    fi
     return 0
 }
 
