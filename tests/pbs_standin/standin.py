@@ -315,8 +315,6 @@ def main_qstat(argv: list[str]) -> int:
                     one_line = True
                 elif letter == "E" and flavor == "pbspro":
                     batch = True  # one server request for all ids (see below)
-                elif letter == "E" and flavor == "pbspro":
-                    pass  # one server request for all ids (the output is the same here)
                 elif letter == "F" and flavor == "pbspro":
                     value = letters[pos + 1 :] or (argv[i + 1] if i + 1 < len(argv) else "")
                     if not letters[pos + 1 :]:
