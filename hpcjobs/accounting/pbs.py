@@ -91,11 +91,16 @@ def build_row(
     ``tag`` is the rendered hpcjobs tag (or ``None``); the ``comment`` column holds it, else the
     PBS ``comment``.
 
-    CPUs: ``Resource_List.ncpus``, else Torque ``total_execution_slots``, else the slots of
-    ``exec_host``, else the ``nodes`` spec. Nodes: ``Resource_List.nodect``, else Torque
-    ``unique_node_count``, else ``exec_host`` hosts, else the ``nodes`` spec. GPUs:
-    ``Resource_List.ngpus``, else the ``select``/``nodes`` spec, else 0. Elapsed: end − start when
-    both are known, else ``resources_used.walltime``.
+    The allocation wins over the request, and a request the job spelled out over a default
+    (docs/accounting.md has the table). CPUs: the ``ncpus`` of PBS Pro's ``exec_vnode``, else the
+    slots of ``exec_host``, else Torque ``total_execution_slots``; not started: the ``select``
+    total, else the largest of nodes × ppn, ``procs`` and ``ncpus`` (a queue's default
+    ``ncpus=1`` does not hide ``ppn=4``).
+    Nodes: ``Resource_List.nodect``, else Torque ``unique_node_count``, else ``exec_host`` hosts,
+    else the ``nodes`` spec. GPUs: the ``ngpus`` of ``exec_vnode``, else ``Resource_List.ngpus``
+    (or ``gpus``/``gpu``), else the ``select``/``nodes`` spec, else 0; NA only when the record has
+    no ``Resource_List`` at all. Elapsed: end − start when both are known, else
+    ``resources_used.walltime``.
     """
     extra = extra or {}
     try:
@@ -103,25 +108,10 @@ def build_row(
     except SchedulerOutputError:
         pid = None
     hosts = pbs.parse_exec_host(exec_host) if exec_host else {}
-    select = pbs.select_totals(resource_list["select"]) if resource_list.get("select") else {}
-    nodes_spec = pbs.parse_nodes_spec(resource_list["nodes"]) if resource_list.get("nodes") else {}
-
-    def first_int(*candidates: Any) -> int | None:
-        for c in candidates:
-            v = pbs.as_int(c)
-            if v is not None:
-                return v
-        return None
-
-    cpus = first_int(resource_list.get("ncpus"), extra.get("total_execution_slots"),
-                     sum(hosts.values()) if hosts else None, select.get("ncpus"), nodes_spec.get("cpus"))
-    nodes = first_int(resource_list.get("nodect"), extra.get("unique_node_count"),
-                      len(hosts) if hosts else None, nodes_spec.get("nodes"))
-    gpus = first_int(resource_list.get("ngpus"), select.get("ngpus"),
-                     nodes_spec.get("gpus") if nodes_spec else None, 0)
+    cpus, nodes, gpus = _counts(resource_list, hosts, extra)
     req_mem = pbs.parse_size(resource_list.get("mem"))
-    if req_mem is None:
-        req_mem = select.get("mem")
+    if req_mem is None and resource_list.get("select"):
+        req_mem = pbs.select_totals(resource_list["select"]).get("mem")
     elapsed = _delta(start, end)
     if elapsed is None:
         elapsed = pbs.parse_duration(resources_used.get("walltime"))
@@ -161,6 +151,33 @@ def build_row(
         "sweep_id": parsed_tag.sweep_id if parsed_tag else None,
         "chunk": parsed_tag.chunk if parsed_tag else None,
     }
+
+
+def _first_int(*candidates: Any) -> int | None:
+    for c in candidates:
+        v = pbs.as_int(c)
+        if v is not None:
+            return v
+    return None
+
+
+def _counts(resource_list: Mapping[str, Any], hosts: Mapping[str, int],
+            extra: Mapping[str, Any]) -> tuple[int | None, int | None, int | None]:
+    """CPUs, nodes and GPUs of a job (see :func:`build_row`)."""
+    select = pbs.select_totals(resource_list["select"]) if resource_list.get("select") else {}
+    nodes_spec = pbs.parse_nodes_spec(resource_list["nodes"]) if resource_list.get("nodes") else {}
+    vnode = pbs.exec_vnode_totals(extra["exec_vnode"]) if extra.get("exec_vnode") else {}
+    asked = [v for v in (nodes_spec.get("cpus"), pbs.as_int(resource_list.get("procs")),
+                         pbs.as_int(resource_list.get("ncpus"))) if v is not None]
+    requested = _first_int(select.get("ncpus"), max(asked) if asked else None)
+    cpus = _first_int(vnode.get("ncpus"), sum(hosts.values()) if hosts else None,
+                      extra.get("total_execution_slots"), requested)
+    nodes = _first_int(resource_list.get("nodect"), extra.get("unique_node_count"),
+                       len(hosts) if hosts else None, nodes_spec.get("nodes"))
+    listed = [resource_list.get(name) for name in pbs.GPU_RESOURCES]
+    gpus = _first_int(vnode.get("ngpus"), *listed, select.get("ngpus"), nodes_spec.get("gpus"),
+                      0 if resource_list or vnode else None)
+    return cpus, nodes, gpus
 
 
 def _account(attrs: Mapping[str, Any], account_key: str, project_key: str) -> str | None:
@@ -212,6 +229,7 @@ def qstat_row(
         exec_host=pbs.as_text(attrs.get("exec_host")),
         comment=pbs.as_text(attrs.get("comment")),
         tag=pbs.find_tag(attrs),
+        extra=attrs,
     )
 
 

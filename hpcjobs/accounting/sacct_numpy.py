@@ -383,7 +383,11 @@ def resources(counts: dict[str, pa.Array | pa.ChunkedArray], enc: dict[str, pa.D
     else:  # allocated then requested TRES, taken together over the combinations
         cpus = first(count("alloccpus"), spread(first(*tres_cpus.values())), count("reqcpus"))
     nodes = first(count("nnodes"), spread(first(*summary("nodes").values())))
-    gpus = spread(first(*summary("gpus").values()))
+    # a TRES without gres/gpu is a job without GPUs (0); NA only where the TRES field itself is blank
+    gpu_counts = {f: by_name[f].ints([x.gpus if x.gpus is not None else (0 if text else None)
+                                      for x, text in zip(found, [*by_name[f].values, None], strict=True)])
+                  for f, found in tres.items()}
+    gpus = spread(first(*gpu_counts.values()))
     for name, column in (("cpus", cpus), ("nodes", nodes), ("gpus", gpus.at(None) if gpus else None)):
         if column is not None:
             out[name] = int_series(column)

@@ -67,6 +67,8 @@ def _tres_counts(items: list[dict[str, Any]]) -> dict[str, Any]:
     if typed:
         out.setdefault("gpus", sum(typed.values()))
         out["gpu_type"] = ",".join(sorted(typed))
+    if items:  # a TRES list without gres/gpu is a job without GPUs; NA only when there is no list
+        out.setdefault("gpus", 0)
     return out
 
 

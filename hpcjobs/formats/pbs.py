@@ -26,9 +26,11 @@ from typing import Any
 from hpcjobs import states
 from hpcjobs.errors import SchedulerOutputError, excerpt
 from hpcjobs.formats import lines_from_end
+from hpcjobs.formats.pbs_accounting import GPU_RESOURCES as GPU_RESOURCES
 from hpcjobs.formats.pbs_accounting import AccountingRecord as AccountingRecord
 from hpcjobs.formats.pbs_accounting import as_int as as_int
 from hpcjobs.formats.pbs_accounting import as_text as as_text
+from hpcjobs.formats.pbs_accounting import exec_vnode_totals as exec_vnode_totals
 from hpcjobs.formats.pbs_accounting import iter_accounting_records as iter_accounting_records
 from hpcjobs.formats.pbs_accounting import localize as localize
 from hpcjobs.formats.pbs_accounting import parse_accounting_line as parse_accounting_line

@@ -111,25 +111,66 @@ def parse_select(select: str) -> list[dict[str, str | int]]:
     return chunks
 
 
+#: Names a GPU count goes by in ``select`` chunks, ``exec_vnode`` and ``nodes`` specs: PBS Pro's built-in
+#: ``ngpus``, and the ``gpus``/``gpu`` custom resources some sites define (Torque's ``nodes`` spec has ``gpus``).
+GPU_RESOURCES = ("ngpus", "gpus", "gpu")
+
+
+def _gpu_count(resources: dict[str, str | int]) -> int | None:
+    """The GPUs one chunk names, under the first of :data:`GPU_RESOURCES` it has; ``None`` if none."""
+    for name in GPU_RESOURCES:
+        if name in resources:
+            return as_int(resources[name])
+    return None
+
+
 def select_totals(select: str) -> dict[str, int]:
     """Totals over a ``select`` spec: ``chunks``, ``ncpus``, ``ngpus``, ``mpiprocs`` and ``mem`` (bytes).
 
-    Only resources some chunk names are returned (``chunks`` always).
+    Only resources some chunk names are returned (``chunks`` always). ``ngpus`` also counts chunks
+    that spell it ``gpus=`` or ``gpu=`` (:data:`GPU_RESOURCES`).
     """
     totals: dict[str, int] = {"chunks": 0}
     for chunk in parse_select(select):
         n = int(chunk["count"])
         totals["chunks"] += n
         for res in ("ncpus", "ngpus", "mpiprocs", "mem"):
-            if res in chunk:
+            if res == "ngpus":
+                v = _gpu_count(chunk)
+            elif res not in chunk:
+                continue
+            else:
                 v = parse_size(chunk[res]) if res == "mem" else as_int(chunk[res])
-                if v is not None:
-                    totals[res] = totals.get(res, 0) + n * v
+            if v is not None:
+                totals[res] = totals.get(res, 0) + n * v
+    return totals
+
+
+def exec_vnode_totals(exec_vnode: str) -> dict[str, int]:
+    """Totals of PBS Pro's ``exec_vnode``, the resources each chunk got on each vnode.
+
+    ``(n1:ncpus=2:ngpus=1:mem=4194304kb)+(n2:ncpus=4)``; a chunk spread over vnodes is written
+    ``(vnA:ncpus=4+vnB:ncpus=4)``. Returns ``ncpus``, ``ngpus`` (any of :data:`GPU_RESOURCES`) and
+    ``mem`` (bytes), only those some vnode names.
+    """
+    totals: dict[str, int] = {}
+    for piece in str(exec_vnode).replace("(", "+").replace(")", "+").split("+"):
+        items = piece.strip().split(":")
+        if len(items) < 2:
+            continue
+        res: dict[str, str | int] = dict(i.split("=", 1) for i in items[1:] if "=" in i)
+        for name, v in (("ncpus", as_int(res["ncpus"]) if "ncpus" in res else None), ("ngpus", _gpu_count(res)),
+                        ("mem", parse_size(res["mem"]) if "mem" in res else None)):
+            if v is not None:
+                totals[name] = totals.get(name, 0) + v
     return totals
 
 
 def parse_nodes_spec(spec: str) -> dict[str, int]:
     """Totals of a Torque/PBS ``nodes`` spec: ``4:ppn=24:gpus=2``, ``node1:ppn=2+node2:ppn=2``.
+
+    The grammar (Torque ``qsub -l nodes``): ``{<node_count> | <hostname>}[:ppn=<ppn>][:gpus=<gpu>]
+    [:<property>...][+ ...]``; ``gpu=`` is read as ``gpus=``, properties without ``=`` are ignored.
 
     Returns ``{"nodes": N, "cpus": sum(count*ppn), "gpus": sum(count*gpus)}`` (ppn defaults to 1).
     """
@@ -139,10 +180,10 @@ def parse_nodes_spec(spec: str) -> dict[str, int]:
         if not items or not items[0]:
             continue
         count = int(items[0]) if items[0].isdigit() else 1
-        props = dict(i.split("=", 1) for i in items[1:] if "=" in i)
+        props: dict[str, str | int] = dict(i.split("=", 1) for i in items[1:] if "=" in i)
         nodes += count
         cpus += count * (as_int(props.get("ppn")) or 1)
-        gpus += count * (as_int(props.get("gpus")) or 0)
+        gpus += count * (_gpu_count(props) or 0)
     return {"nodes": nodes, "cpus": cpus, "gpus": gpus}
 
 

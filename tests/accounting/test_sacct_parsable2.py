@@ -89,7 +89,7 @@ def test_testbed_memory_and_tres(steps: pd.DataFrame) -> None:
     g = get("4", None)
     assert (g.gpus, g.cpus, g.nodes, g.partition) == (1, 1, 1, "gpu")
     assert pd.isna(g.gpu_type)
-    assert pd.isna(get("2", None).gpus)
+    assert get("2", None).gpus == 0  # a TRES without gres/gpu: no GPUs
     assert pd.isna(get("2", "batch").partition)
 
 
