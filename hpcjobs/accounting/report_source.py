@@ -25,10 +25,11 @@ from hpcjobs.accounting.input_checks import (
     locate_json_error,
     locate_sacct_text_error,
 )
-from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.accounting.sacct_text import SstatOutputError, guess_delimiter, is_sstat_header, sstat_message
+from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 
 #: Formats :func:`detect_format` can name.
-FORMATS = ("sacct-parsable2", "sacct-json", "qstat-json", "qstat-text", "torque-xml", "pbs-accounting",
+FORMATS = ("sacct-parsable2", "sstat", "sacct-json", "qstat-json", "qstat-text", "torque-xml", "pbs-accounting",
            "torque-accounting")
 
 _ACCOUNTING_LINE = re.compile(r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;[A-Za-z];[^;]+;", re.M)
@@ -105,14 +106,19 @@ def detect_format(text: str, file: str = "<text>") -> str:
     if head.startswith("Job Id:") or "\nJob Id:" in head:
         return "qstat-text"
     first = head.splitlines()[0] if head else ""
-    if "|" in first:
+    delimiter = guess_delimiter(first)
+    if delimiter is not None:
+        cells = first.split(delimiter)
+        if is_sstat_header(cells[:-1] if cells[-1] == "" else cells):
+            return "sstat"
         return "sacct-parsable2"
-    raise ConfigError("cannot tell the format of the file: expected sacct --parsable2 text, sacct --json, "
-                      "qstat -f (-F json) output, Torque qstat -x XML or a PBS/Torque accounting log")
+    raise ConfigError("cannot tell the format of the file: expected sacct --parsable/--parsable2 text (any "
+                      "--delimiter, with or without header), sacct --json, qstat -f (-F json) output, Torque "
+                      "qstat -x XML or a PBS/Torque accounting log")
 
 
 def read_saved(path: str | os.PathLike[str], *, scheduler: str | None = None, tz: str | None = None,
-               sacct_fields: Sequence[str] | None = None) -> pd.DataFrame:
+               sacct_fields: Sequence[str] | None = None, delimiter: str | None = None) -> pd.DataFrame:
     """Read a saved scheduler output file of any supported format into the accounting schema.
 
     Args:
@@ -122,7 +128,8 @@ def read_saved(path: str | os.PathLike[str], *, scheduler: str | None = None, tz
         tz: Time zone the file's times were written in (sacct text, PBS/Torque logs); default UTC
             for sacct text, the machine's zone for PBS/Torque logs.
         sacct_fields: ``--format`` fields of headerless sacct text (default: a header line, else
-            :data:`hpcjobs.accounting.slurm.SACCT_ACCOUNTING_FIELDS`).
+            :data:`hpcjobs.accounting.slurm.SACCT_ACCOUNTING_FIELDS`, when the values fit it).
+        delimiter: ``sacct --delimiter`` of sacct text (default: detected from the first line).
 
     Returns:
         A schema DataFrame.
@@ -137,13 +144,14 @@ def read_saved(path: str | os.PathLike[str], *, scheduler: str | None = None, tz
     check_tz(tz)
     p = Path(path)
     try:
-        return _read_saved(p, scheduler, tz, sacct_fields)
+        return _read_saved(p, scheduler, tz, sacct_fields, delimiter)
     except READ_ERRORS as exc:  # what the locating readers below could not pin to a field
         raise ConfigError(ConfigProblem(f"a value is out of range ({type(exc).__name__}: {str(exc)[:200]})",
                                         file=str(p))) from None
 
 
-def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Sequence[str] | None) -> pd.DataFrame:
+def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Sequence[str] | None,
+                delimiter: str | None) -> pd.DataFrame:
     if p.is_dir():
         fmt = "torque-accounting" if scheduler == "torque" else "pbs-accounting"
         text = ""
@@ -151,7 +159,7 @@ def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Se
         try:
             text = p.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
-            raise ConfigError(f"cannot read {p}: {exc.strerror}") from None
+            raise ConfigError(ConfigProblem(f"cannot read it: {exc.strerror}", file=str(p))) from None
         try:
             fmt = detect_format(text, str(p))
         except ConfigError as exc:
@@ -162,26 +170,10 @@ def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Se
         fmt = "torque-accounting"
     if scheduler == "pbspro" and fmt == "torque-accounting":
         fmt = "pbs-accounting"
+    if fmt == "sstat":
+        raise ConfigError(ConfigProblem(sstat_message(), file=str(p)))
     if fmt == "sacct-parsable2":
-        from hpcjobs.accounting.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
-
-        lines = text.splitlines()
-        fields = list(sacct_fields) if sacct_fields else None
-        if fields is None and lines and lines[0].split("|")[0] == "JobID":
-            fields = lines[0].split("|")
-        fields = fields or list(SACCT_ACCOUNTING_FIELDS)
-        n = len(lines[0].split("|")) if lines else 0
-        if n != len(fields):
-            raise ConfigError(f"{p}: sacct text has {n} fields per line but {len(fields)} field names; save it "
-                              "with its header (sacct --parsable2 without --noheader) or give --sacct-fields")
-        try:
-            return read_sacct_parsable2(text, fields, tz=tz or "UTC")
-        except READ_ERRORS as exc:
-            located = locate_sacct_text_error(text, fields, str(p), exc,
-                                              lambda t: read_sacct_parsable2(t, fields, tz=tz or "UTC"))
-            if located is None:
-                raise
-            raise located from None
+        return _read_sacct_text(p, text, tz, sacct_fields, delimiter)
     if fmt == "sacct-json":
         from hpcjobs.accounting.slurm import read_sacct_json
 
@@ -218,6 +210,39 @@ def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Se
     return read_pbs_accounting(p, tz=tz)
 
 
+def _read_sacct_text(p: Path, text: str, tz: str | None, sacct_fields: Sequence[str] | None,
+                     delimiter: str | None) -> pd.DataFrame:
+    """Saved sacct text in any spelling; its problems as exit-2 errors naming the file."""
+    from hpcjobs.accounting.sacct_text import prepare
+    from hpcjobs.accounting.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
+
+    first = text.split("\n", 1)[0].rstrip("\r")
+    delim = delimiter or guess_delimiter(first) or "|"
+    header = first.split(delim)[0].strip().lower() == "jobid"
+    fields = list(sacct_fields) if sacct_fields else None if header else list(SACCT_ACCOUNTING_FIELDS)
+    try:
+        return read_sacct_parsable2(p, fields, tz=tz or "UTC", delimiter=delim)
+    except SstatOutputError as exc:
+        raise ConfigError(ConfigProblem(str(exc), file=str(p))) from None
+    except SchedulerOutputError as exc:
+        advice = ("" if sacct_fields or "--sacct-fields" in str(exc) else
+                  "; save it with its header line (sacct without --noheader) or give --sacct-fields")
+        if delimiter is None and not header:
+            advice += f"; the delimiter was taken to be {delim!r} (--delimiter sets it)"
+        raise ConfigError(ConfigProblem(f"{exc}{advice}", file=str(p))) from None
+    except READ_ERRORS as exc:
+        prepared = prepare(p, fields, delim)
+        if prepared.sep != "|":
+            raise
+        plain = prepared.source.decode(errors="replace") if isinstance(prepared.source, bytes) else text
+        names = fields or prepared.names
+        located = locate_sacct_text_error(plain, names, str(p), exc,
+                                          lambda t: read_sacct_parsable2(t, names, tz=tz or "UTC"))
+        if located is None:
+            raise
+        raise located from None
+
+
 def apply_filters(df: pd.DataFrame, filters: ReportFilters) -> pd.DataFrame:
     """Keep the rows (job and step rows alike) of jobs that match ``filters``.
 
@@ -232,7 +257,8 @@ def apply_filters(df: pd.DataFrame, filters: ReportFilters) -> pd.DataFrame:
     Returns:
         The matching rows, index reset.
     """
-    jobs = df[df["step"].isna()]
+    is_job = df["step"].isna()
+    jobs = df.loc[is_job, ["end_time", "submit_time", "user", "account", "partition", "sweep_id"]]
     keep = pd.Series(True, index=jobs.index)
     if filters.since is not None:
         since = pd.Timestamp(filters.since).tz_convert("UTC")
@@ -245,14 +271,18 @@ def apply_filters(df: pd.DataFrame, filters: ReportFilters) -> pd.DataFrame:
             keep &= jobs[col].astype("string").isin(list(wanted)).fillna(False)
     if filters.sweep is not None:
         keep &= (jobs["sweep_id"].astype("string") == filters.sweep).fillna(False)
-    ids = set(zip(jobs.loc[keep, "job_id"], jobs.loc[keep, "job_id_raw"].fillna(""), strict=True))
-    pairs = pd.Series(list(zip(df["job_id"], df["job_id_raw"].fillna(""), strict=True)), index=df.index)
-    return df[pairs.isin(ids)].reset_index(drop=True)
+    # a row stays when its (job_id, job_id_raw or "") pair is a kept job row's: compared as integer codes
+    raw = pd.factorize(df["job_id_raw"].fillna(""))[0]
+    pair = pd.factorize(df["job_id"], use_na_sentinel=False)[0].astype("int64") * (int(raw.max(initial=0)) + 1)
+    pairs = pd.Series(pair + raw, index=df.index)
+    matched = pairs.isin(pairs[is_job][keep]).to_numpy(dtype=bool)
+    return (df if matched.all() else df[matched]).reset_index(drop=True)
 
 
 def load_report_frame(filters: ReportFilters, *, from_file: str | os.PathLike[str] | None = None,
                       scheduler: str | None = None, tz: str | None = None,
-                      sacct_fields: Sequence[str] | None = None, all_users: bool = False) -> pd.DataFrame:
+                      sacct_fields: Sequence[str] | None = None, all_users: bool = False,
+                      delimiter: str | None = None) -> pd.DataFrame:
     """The accounting data of a report: read ``from_file`` or query sacct, then :func:`apply_filters`.
 
     Args:
@@ -262,6 +292,7 @@ def load_report_frame(filters: ReportFilters, *, from_file: str | os.PathLike[st
         tz: Time zone of the saved file's times (see :func:`read_saved`).
         sacct_fields: Field names of headerless saved sacct text.
         all_users: Live sacct query of every user (``--allusers``) when no user is given.
+        delimiter: ``sacct --delimiter`` of saved sacct text (default: detected).
 
     Returns:
         A schema DataFrame.
@@ -271,7 +302,7 @@ def load_report_frame(filters: ReportFilters, *, from_file: str | os.PathLike[st
         CommandError: sacct failed.
     """
     if from_file is not None:
-        df = read_saved(from_file, scheduler=scheduler, tz=tz, sacct_fields=sacct_fields)
+        df = read_saved(from_file, scheduler=scheduler, tz=tz, sacct_fields=sacct_fields, delimiter=delimiter)
     else:
         if scheduler not in (None, "slurm"):
             raise ConfigError(f"live accounting queries are implemented for Slurm only; for {scheduler} save the "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,8 @@ from hpcjobs.accounting.sacct_scan import (
     Columns,
     scan_columns,
 )
+from hpcjobs.accounting.sacct_text import Prepared, split_bad_lines
+from hpcjobs.accounting.skipped import Skipped
 from hpcjobs.errors import SchedulerOutputError
 
 _DICT = pa.dictionary(pa.int32(), pa.string())
@@ -38,54 +41,55 @@ TYPED_FIELDS: dict[str, pa.DataType] = {
 _PARSE = pacsv.ParseOptions(delimiter="|", quote_char=False, escape_char=False)
 
 
-def read_columns(source: str | bytes | os.PathLike[str], names: list[str] | None) -> Columns:
-    """Read the ``|``-separated text; ``names`` ``None``: take them from sacct's header line.
+def read_columns(prepared: Prepared) -> tuple[Columns, list[Skipped]]:
+    """Read sacct text brought to ``--parsable2`` by :func:`hpcjobs.accounting.sacct_text.prepare`.
 
     Args:
-        source: The text (``str``/``bytes``) or a path to a file holding it.
-        names: Lower-cased field names in order, or ``None``.
+        prepared: The text (or file), its lower-cased field names, whether its first line is a header,
+            and its delimiter.
 
     Returns:
-        The columns by field name; a header line, when there is one, is skipped.
+        The columns by field name (a header line is skipped), and the lines left out because their number
+        of fields differs (a value holding the delimiter or a newline), with the ones ``prepared`` had.
 
     Raises:
-        SchedulerOutputError: A line has a different number of fields, or there is no header to name them.
+        SchedulerOutputError: The first data line (or every line) has a different number of fields.
     """
-    if isinstance(source, (str, bytes)):
-        data = source.encode() if isinstance(source, str) else source
-        first = data[: data.find(b"\n")] if b"\n" in data else data
+    source, names, skip, sep = prepared.source, prepared.names, prepared.header, prepared.sep
+    if sep == "|":
+        scanned = scan_columns(source, names, skip)
+        if scanned is not None:
+            return scanned, list(prepared.skipped)
+    try:
+        return _read_arrow(source, names, skip, sep), list(prepared.skipped)
+    except SchedulerOutputError:
+        data = source if isinstance(source, bytes) else Path(source).read_bytes()
+        kept, skipped = split_bad_lines(data, len(names), sep, skip)
+        if not skipped:
+            raise
+        return _read_arrow(kept, names, skip, sep), [*prepared.skipped, *skipped]
 
-        def stream() -> Any:
-            return io.BytesIO(data)
-    else:
-        with open(source, "rb") as fh:
-            first = fh.readline()
 
-        def stream() -> Any:
-            return os.fspath(source)
-    header = [f.strip().lower() for f in first.rstrip(b"\r\n").decode(errors="replace").split("|")]
-    if names is None:
-        if header[0] != "jobid":
-            raise SchedulerOutputError("no field list given and the text has no sacct header line")
-        names = header
-    skip = header[0] == names[0]
-    scanned = scan_columns(data if isinstance(source, (str, bytes)) else source, names, skip)
-    if scanned is not None:
-        return scanned
+def _read_arrow(source: bytes | os.PathLike[str], names: list[str], skip: bool, sep: str) -> Columns:
+    """The pyarrow reading of :func:`read_columns` (typed where the text allows it, else as text)."""
+    def stream() -> Any:
+        return io.BytesIO(source) if isinstance(source, bytes) else os.fspath(source)
+
+    parse = _PARSE if sep == "|" else pacsv.ParseOptions(delimiter=sep, quote_char=False, escape_char=False)
     read = pacsv.ReadOptions(column_names=names, skip_rows=1 if skip else 0)
     typed = pacsv.ConvertOptions(
         column_types={n: TYPED_FIELDS.get(n, pa.string()) for n in names}, null_values=["", "Unknown", "None"],
         strings_can_be_null=False, timestamp_parsers=[pacsv.ISO8601],
     )
     try:
-        table = pacsv.read_csv(stream(), read_options=read, parse_options=_PARSE, convert_options=typed)
+        table = pacsv.read_csv(stream(), read_options=read, parse_options=parse, convert_options=typed)
     except pa.ArrowInvalid as exc:
         if "conversion error" not in str(exc):
             raise _field_count_error(len(names), exc) from exc
         as_text = pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()), null_values=[""],
                                        strings_can_be_null=True, quoted_strings_can_be_null=False)
         try:
-            table = pacsv.read_csv(stream(), read_options=read, parse_options=_PARSE, convert_options=as_text)
+            table = pacsv.read_csv(stream(), read_options=read, parse_options=parse, convert_options=as_text)
         except pa.ArrowInvalid as exc2:
             raise _field_count_error(len(names), exc2) from exc2
         return {name: table.column(name).combine_chunks() for name in names}

@@ -34,7 +34,9 @@ import pandas as pd
 from hpcjobs.accounting.cache import WindowCache, window_key
 from hpcjobs.accounting.sacct_columns import COLUMN_GROUPS, assemble_frame
 from hpcjobs.accounting.sacct_read import read_columns
+from hpcjobs.accounting.sacct_text import as_source, check_fields, prepare, sample_lines
 from hpcjobs.accounting.schema import conform, empty_frame
+from hpcjobs.accounting.skipped import attach
 from hpcjobs.accounting.slurm_json import read_sacct_json
 from hpcjobs.errors import SchedulerOutputError, reading_output_of
 from hpcjobs.process import CommandResult, output_limits, run_command
@@ -121,29 +123,43 @@ def read_sacct_parsable2(
     *,
     tz: str = "UTC",
     cluster: str | None = None,
+    delimiter: str = "|",
 ) -> pd.DataFrame:
-    """Read ``sacct --parsable2 --noheader --format=<fields>`` output into the accounting schema.
+    """Read ``sacct --parsable2``/``--parsable`` output, with or without header, into the accounting schema.
 
     Args:
-        source: The text (``str``/``bytes``) or a path to a file holding it. A header line is skipped.
+        source: The text (``str``/``bytes``) or a path to a file holding it (a ``str`` without a newline
+            that names an existing file is that file). A header line is skipped.
         fields: The ``--format`` fields, in order (names as in ``sacct --helpformat``, any case).
             Any subset works; missing schema columns are NA. ``None``: read them from the header line
-            sacct prints without ``--noheader``.
+            sacct prints without ``--noheader``. Headerless text is read with them only when its values
+            have the fields' types (times are times, states are states, ids are ids, ...).
         tz: Time zone the times were printed in (the sacct process's ``TZ``).
         cluster: Cluster name for the rows when ``Cluster`` is not among the fields.
+        delimiter: ``sacct --delimiter`` (any characters); a delimiter ending every line (``--parsable``)
+            is accepted.
 
     Returns:
-        A DataFrame conforming to :mod:`hpcjobs.accounting.schema`.
+        A DataFrame conforming to :mod:`hpcjobs.accounting.schema`. Lines with another number of fields
+        than the first (a value holding the delimiter or a newline) are left out and listed in
+        ``df.attrs["skipped"]``, with a :class:`~hpcjobs.accounting.skipped.SkippedRecordsWarning`.
 
     Raises:
-        SchedulerOutputError: A line has more or fewer fields than ``fields``, or a JobID is malformed.
+        SchedulerOutputError: The first line has more or fewer fields than ``fields``, the values do not fit
+            the fields, the text is ``sstat`` output, or a JobID is malformed.
     """
+    source = as_source(source)
     if isinstance(source, (str, bytes)) and not source.strip():
         return empty_frame()
-    col = read_columns(source, [f.lower() for f in fields] if fields is not None else None)
+    prepared = prepare(source, fields, delimiter)
+    if not prepared.header:
+        check_fields(sample_lines(prepared.source, False), prepared.names, prepared.sep,
+                     given=fields is not None and tuple(fields) != SACCT_ACCOUNTING_FIELDS,
+                     shown=list(fields) if fields is not None else None)
+    col, skipped = read_columns(prepared)
     n = len(next(iter(col.values())))
     if n == 0:
-        return empty_frame()
+        return attach(empty_frame(), skipped)
     if "jobid" not in col:
         raise SchedulerOutputError("sacct fields must include JobID")
     out: dict[str, pd.Series] = {"scheduler": pd.Series(pd.Categorical.from_codes(np.zeros(n, np.int8), ["slurm"]))}
@@ -157,7 +173,7 @@ def read_sacct_parsable2(
         with ThreadPoolExecutor(max_workers=min(len(tasks), os.cpu_count() or 1)) as pool:
             for part in pool.map(lambda task: task(col, tz), tasks):
                 out.update(part)
-    return assemble_frame(out, n)
+    return attach(assemble_frame(out, n), skipped)
 
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from typing import Any
 
 import click
@@ -82,6 +83,8 @@ def _print_tables(tables: dict[str, Any], max_rows: int) -> None:
                    "accounting log (file or directory) instead of querying; the format is detected.")
 @click.option("--tz", metavar="ZONE", help="Time zone the saved file's times were written in (e.g. Europe/Berlin).")
 @click.option("--sacct-fields", metavar="F1,F2,...", help="--format fields of headerless saved sacct text.")
+@click.option("--delimiter", metavar="X", help="sacct --delimiter of the saved sacct text (default: detected); "
+              "--parsable (a delimiter ending each line) and --parsable2 are both read.")
 @click.option("--gpu-logs", type=click.Path(exists=True, file_okay=False), metavar="DIR",
               help="Directory with the in-job GPU sampler files (*.gpu.csv) to add GPU utilisation.")
 @click.option("--section", type=click.Choice(SECTION_CHOICES), default="all", show_default=True,
@@ -98,7 +101,8 @@ def _print_tables(tables: dict[str, Any], max_rows: int) -> None:
 @handle_errors
 def report(since: str | None, until: str | None, users: tuple[str, ...], all_users: bool, accounts: tuple[str, ...],
            partitions: tuple[str, ...], sweep: str | None, scheduler: str | None, from_file: str | None,
-           tz: str | None, sacct_fields: str | None, gpu_logs: str | None, section: str, table_name: str | None,
+           tz: str | None, sacct_fields: str | None, delimiter: str | None, gpu_logs: str | None, section: str,
+           table_name: str | None,
            top: int, as_csv: bool, as_json: bool, plot_dir: str | None, plot_format: str,
            html_file: str | None) -> None:
     """Efficiency and waste, queue wait and failures of finished jobs.
@@ -109,6 +113,7 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
     """
     from hpcjobs.accounting import reports
     from hpcjobs.accounting.report_source import ReportFilters, load_report_frame, parse_when
+    from hpcjobs.accounting.skipped import SkippedRecordsWarning
     from hpcjobs.errors import ConfigError
 
     if as_csv and as_json:
@@ -116,8 +121,16 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
     filters = ReportFilters(
         since=parse_when(since) if since else None, until=parse_when(until, option="--until") if until else None,
         users=users, accounts=accounts, partitions=partitions, sweep=sweep)
-    df = load_report_frame(filters, from_file=from_file, scheduler=scheduler, tz=tz,
-                           sacct_fields=sacct_fields.split(",") if sacct_fields else None, all_users=all_users)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SkippedRecordsWarning)
+        df = load_report_frame(filters, from_file=from_file, scheduler=scheduler, tz=tz,
+                               sacct_fields=sacct_fields.split(",") if sacct_fields else None, all_users=all_users,
+                               delimiter=delimiter)
+    for w in caught:
+        if issubclass(w.category, SkippedRecordsWarning):
+            click.echo(f"warning: {w.message}", err=True)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     for warning in reports.input_warnings(df):
         click.echo(f"warning: {warning}", err=True)
     gpu = None
