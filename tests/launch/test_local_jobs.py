@@ -126,7 +126,7 @@ def test_term_checkpoints_without_requeue(tmp_path):
     proc = run_bash(f"({script}) & pid=$!; sleep 2; kill -TERM $pid; wait $pid", env, cwd=tmp_path)
     assert proc.returncode == 143, proc.stderr
     assert (tmp_path / "hook.txt").read_text() == "hook\n"
-    assert "not requeueing" in proc.stderr
+    assert "does not requeue on SIGTERM" in proc.stderr
 
 
 def test_sampler_cleanup_keeps_the_site_epilogue_and_the_exit_status(tmp_path):
