@@ -30,8 +30,10 @@ import pandas as pd
 
 from hpcjobs import states
 from hpcjobs.accounting.schema import conform
+from hpcjobs.accounting.skipped import Skipped, attach
 from hpcjobs.errors import SchedulerOutputError
 from hpcjobs.formats import pbs
+from hpcjobs.formats.pbs_accounting import accounting_job_id
 from hpcjobs.states import parse_job_tag
 
 Derive = Callable[..., tuple[str, int | None, int | None]]
@@ -105,8 +107,9 @@ def build_row(
     extra = extra or {}
     try:
         pid: pbs.PbsJobId | None = pbs.parse_job_id(job_id)
-    except SchedulerOutputError:
-        pid = None
+    except SchedulerOutputError:  # an accounting log's id with an odd server name still has its parts
+        parts = accounting_job_id(job_id)
+        pid = pbs.PbsJobId(*parts) if parts else None
     hosts = pbs.parse_exec_host(exec_host) if exec_host else {}
     cpus, nodes, gpus = _counts(resource_list, hosts, extra)
     req_mem = pbs.parse_size(resource_list.get("mem"))
@@ -328,12 +331,21 @@ def accounting_rows(
     tz: tzinfo | str | None = None,
     derive: Derive = pbs.derive_final_state,
     include_unfinished: bool = False,
+    skipped: list[Skipped] | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows (one per job) from accounting records, see :func:`read_pbs_accounting`."""
+    """Rows (one per job) from accounting records, see :func:`read_pbs_accounting`.
+
+    Job records (``QSERDA``) whose id is not a job id, and jobs left out because they have not
+    ended, are listed in ``skipped`` when it is given.
+    """
     by_job: dict[str, list[pbs.AccountingRecord]] = {}
     for rec in records:
-        if rec.record_type in "QSERDA" and pbs.is_job_id(rec.job_id):
+        if rec.record_type not in "QSERDA":
+            continue
+        if accounting_job_id(rec.job_id) is not None:
             by_job.setdefault(rec.job_id, []).append(rec)
+        elif skipped is not None:
+            skipped.append(Skipped(rec.line, f"{rec.record_type} record of {rec.job_id!r}, not a job id"))
     rows = []
     for job_id, recs in by_job.items():
         ends = [r for r in recs if r.record_type == "E"]
@@ -362,6 +374,9 @@ def accounting_rows(
             state = ({"S": states.RUNNING, "R": states.REQUEUED}.get(last_type, states.PENDING), None, None)
             raw, end = last_type, None
         else:
+            if skipped is not None and "[]" not in job_id:  # an array parent's tasks have the records
+                skipped.append(Skipped(recs[-1].line, f"job {job_id} has not ended (no E, D or A record; "
+                                                      "include_unfinished=True lists it)"))
             continue
         user = attrs.get("user") or (attrs.get("owner") or "").split("@")[0] or None
         rows.append(build_row(
@@ -411,8 +426,13 @@ def read_pbs_accounting(
     Returns:
         A DataFrame conforming to :mod:`hpcjobs.accounting.schema`, ``scheduler`` = ``pbspro``.
         Subjobs (``1234[5].srv``) are rows with ``array_job_id``/``array_task_id``; an array
-        parent gets a row only when the log holds an ``E`` (or ``D``/``A``) record for it.
+        parent gets a row only when the log holds an ``E`` (or ``D``/``A``) record for it. Lines that
+        are not records, job records without a job id and jobs that have not ended are listed in
+        ``df.attrs["skipped"]`` (line numbers count through all files read), with a
+        :class:`~hpcjobs.accounting.skipped.SkippedRecordsWarning`.
     """
-    records = pbs.iter_accounting_records(iter_source_lines(source))
-    return rows_to_frame(accounting_rows(records, scheduler="pbspro", tz=tz,
-                                         include_unfinished=include_unfinished))
+    skipped: list[Skipped] = []
+    records = pbs.iter_accounting_records(iter_source_lines(source), skipped)
+    rows = accounting_rows(records, scheduler="pbspro", tz=tz, include_unfinished=include_unfinished,
+                           skipped=skipped)
+    return attach(rows_to_frame(rows), sorted(skipped, key=lambda k: k.line or 0))

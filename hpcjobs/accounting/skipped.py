@@ -12,8 +12,10 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: How many skipped records the warning text lists one by one (the count is always complete).
 LISTED = 5

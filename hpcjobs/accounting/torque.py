@@ -16,6 +16,7 @@ from datetime import tzinfo
 import pandas as pd
 
 from hpcjobs.accounting.pbs import Source, accounting_rows, iter_source_lines, jobs_to_frame, rows_to_frame
+from hpcjobs.accounting.skipped import Skipped, attach
 from hpcjobs.formats import pbs, torque
 
 
@@ -65,9 +66,11 @@ def read_torque_accounting(
         include_unfinished: Also return jobs with only ``Q``/``S`` records (PENDING/RUNNING).
 
     Returns:
-        A DataFrame conforming to :mod:`hpcjobs.accounting.schema`, ``scheduler`` = ``torque``.
+        A DataFrame conforming to :mod:`hpcjobs.accounting.schema`, ``scheduler`` = ``torque``; what
+        was not read is listed in ``df.attrs["skipped"]`` as for :func:`~hpcjobs.accounting.pbs.read_pbs_accounting`.
     """
-    records = pbs.iter_accounting_records(iter_source_lines(source))
-    return rows_to_frame(accounting_rows(records, scheduler="torque", tz=tz,
-                                         derive=torque.derive_torque_final_state,
-                                         include_unfinished=include_unfinished))
+    skipped: list[Skipped] = []
+    records = pbs.iter_accounting_records(iter_source_lines(source), skipped)
+    rows = accounting_rows(records, scheduler="torque", tz=tz, derive=torque.derive_torque_final_state,
+                           include_unfinished=include_unfinished, skipped=skipped)
+    return attach(rows_to_frame(rows), sorted(skipped, key=lambda k: k.line or 0))

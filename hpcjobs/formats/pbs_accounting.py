@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
+from hpcjobs.accounting.skipped import Skipped
+
 # --------------------------------------------------------------------------- values
 
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgtp]?)([bw]?)\s*$", re.IGNORECASE)
@@ -253,9 +255,28 @@ class AccountingRecord:
     job_id: str
     message: str
     attrs: dict[str, str] = field(default_factory=dict)
+    line: int | None = None
 
 
-def parse_accounting_line(line: str) -> AccountingRecord | None:
+#: A job id as accounting logs write it: ``1234``, ``1234.srv``, ``1234[].srv``, ``1234[7].srv``, where the
+#: server part may hold any character but white space (brackets, ``@``...; a trailing ``@host`` is kept in it).
+_ACCT_JOB_ID_RE = re.compile(r"^(?P<seq>\d+)(?:\[(?P<idx>\d*)\])?(?:\.(?P<server>\S+))?$")
+
+
+def accounting_job_id(text: str) -> tuple[int, int | None, bool, str | None] | None:
+    """``(sequence, index, is_array, server)`` of an accounting log's job id, ``None`` when it is not one.
+
+    Wider than :func:`hpcjobs.formats.pbs.parse_job_id`: whatever the server name holds, the id is read
+    (the server is the text after the first ``.`` that follows the number and array index).
+    """
+    m = _ACCT_JOB_ID_RE.match(text.strip())
+    if not m:
+        return None
+    idx = m["idx"]
+    return int(m["seq"]), int(idx) if idx else None, idx == "", m["server"]
+
+
+def parse_accounting_line(line: str, number: int | None = None) -> AccountingRecord | None:
     """Parse ``MM/DD/YYYY HH:MM:SS;T;id;key=value key="quoted value" ...``; ``None`` if not a record.
 
     The message is split at most three ``;`` deep (it may hold ``;``), then tokenised so that
@@ -276,12 +297,19 @@ def parse_accounting_line(line: str) -> AccountingRecord | None:
         if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'":
             v = v[1:-1]
         attrs[kv[1]] = v
-    return AccountingRecord(when, m[7], m[8], message, attrs)
+    return AccountingRecord(when, m[7], m[8], message, attrs, number)
 
 
-def iter_accounting_records(lines: Iterable[str]) -> Iterable[AccountingRecord]:
-    """The records of an accounting log, skipping lines that are not records."""
-    for line in lines:
-        rec = parse_accounting_line(line)
+def iter_accounting_records(lines: Iterable[str], skipped: list[Skipped] | None = None) -> Iterable[AccountingRecord]:
+    """The records of an accounting log (with their 1-based line numbers).
+
+    Args:
+        lines: The log's lines.
+        skipped: Where to list the lines that are not blank and not records (``None``: not listed).
+    """
+    for number, line in enumerate(lines, 1):
+        rec = parse_accounting_line(line, number)
         if rec is not None:
             yield rec
+        elif skipped is not None and line.strip():
+            skipped.append(Skipped(number, "not an accounting record", line.strip()))
