@@ -212,6 +212,30 @@ class SlurmTestbed:
             rows.append(dict(zip(fields, values, strict=True)))
         return rows
 
+    def wait_complete_rows(self, job_ids: Iterable[str], fields: Sequence[str],
+                           timeout: float = 60.0) -> list[dict[str, str]]:
+        """Poll ``sacct -X`` until every row has every one of ``fields`` filled in, and return the rows.
+
+        For ~5 s after a job ends its row lacks Timelimit, ReqTRES and Partition and shows ReqMem ``16?``
+        (tests/data/slurm/testbed-22.05_sacct-interim-vs-final.txt); a test that asserts such a field must
+        read it through this, not with one ``sacct`` call.
+
+        Args:
+            job_ids: The jobs.
+            fields: The fields the test asserts (each must be non-empty and not end with ``?``).
+            timeout: Seconds to wait before failing the test.
+        """
+        ids = list(job_ids)
+        deadline = time.monotonic() + timeout
+        while True:
+            rows = self.sacct_rows(ids, fields=["JobName", *fields])
+            if rows and all(r["JobName"] != "allocation" and all(r[f] and not r[f].endswith("?") for f in fields)
+                            for r in rows):
+                return rows
+            if time.monotonic() > deadline:
+                pytest.fail(f"sacct rows of {', '.join(ids)} still incomplete after {timeout:.0f} s: {rows}")
+            time.sleep(1)
+
     def wait_terminal(self, *job_ids: str, timeout: float = DEFAULT_WAIT_S) -> dict[str, dict[str, str]]:
         """Poll ``sacct`` until every job (and every array task) is terminal with a complete row.
 

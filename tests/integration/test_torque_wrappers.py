@@ -1,6 +1,6 @@
 """A script rendered for Torque, submitted through Slurm's PBS wrappers (Debian ``slurm-wlm-torque``).
 
-The wrappers are not a PBS oracle (tests/slurm/README.md, ../shared/notes/slurm-testbed.md):
+The wrappers are not a PBS oracle (tests/slurm/README.md; Slurm's contribs/torque wrappers):
 ``qsub`` prints a bare id (no ``.server``), ``-o``/``-e`` are overridden by the wrapper, ``-A`` and
 ``-j oe`` are ignored, ``qstat`` has no ``-x`` (so no history: hpcjobs reads the outcome from
 ``sacct``), shows ``C`` for every finished state and has no exit status. What this proves is that
@@ -53,6 +53,7 @@ def test_torque_script_runs_through_slurm_pbs_wrappers(slurm_testbed, tmp_path):
     text = (tmp_path / "wrapped.txt").read_text()
     assert f"jobid={out}" in text  # spank_pbs sets PBS_JOBID
     assert "ncpus=2" in text  # ppn=2 became two CPUs
-    timelimit = run_command(["sacct", "-X", "-n", "-P", "-j", out, "--format=Timelimit,ReqMem"]).stdout.split("|")
-    assert timelimit[0] == "00:05:00"
-    assert timelimit[1].strip() == "300M"
+    # the state is final before the rest of the row: Timelimit and ReqMem come seconds later
+    (row,) = slurm_testbed.wait_complete_rows([out], ["Timelimit", "ReqMem"])
+    assert row["Timelimit"] == "00:05:00"
+    assert row["ReqMem"] == "300M"
