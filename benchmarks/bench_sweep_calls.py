@@ -1,6 +1,6 @@
 """Scheduler calls and time of a 5,000-point sweep, against a counting fake Slurm (no cluster needed).
 
-Goals (issue 4): ceil(N / (MaxArraySize - 1)) sbatch calls, one sacct call per status poll,
+Goals: ceil(N / (MaxArraySize - 1)) sbatch calls, one sacct call per status poll,
 and expanding + rendering 10,000 points in at most 1 s. Prints figures; asserts nothing.
 Run: ``python benchmarks/bench_sweep_calls.py [--points 5000] [--max-array-size 1001]``.
 """

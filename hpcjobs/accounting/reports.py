@@ -372,14 +372,14 @@ _STATE_MEANING = {
 }
 
 
-#: Negative PBS Pro / OpenPBS ``Exit_status`` (JOB_EXEC_*, notes/pbs-formats.md §2.1).
+#: Negative PBS Pro / OpenPBS ``Exit_status`` (JOB_EXEC_* in OpenPBS ``src/include/job.h``).
 _PBS_EXEC = {
     -1: "could not start", -2: "could not start", -3: "start failed, will retry", -4: "aborted on MOM start",
     -10: "invalid uid/gid", -11: "rerun", -12: "checkpointed and killed", -20: "mother superior lost",
     -22: "hook error", -24: "ncpus exceeded", -25: "ncpus exceeded", -26: "vmem exceeded", -27: "mem exceeded",
     -28: "cput exceeded", -29: "walltime exceeded",
 }
-#: Negative Torque ``exit_status`` (notes/pbs-formats.md §2.2).
+#: Negative Torque ``exit_status`` (JOB_EXEC_* in Torque ``src/include/pbs_job.h``).
 _TORQUE_EXEC = {
     -1: "could not start", -2: "could not start", -3: "start failed, will retry", -4: "aborted on MOM start",
     -8: "command could not be run", -9: "cannot create stdout/stderr", -10: "memory limit exceeded",
@@ -388,7 +388,7 @@ _TORQUE_EXEC = {
 
 
 def exit_meaning(scheduler: str, code: Any, sig: Any, state: str | None = None) -> str:
-    """A short human explanation of an exit code/signal pair (see ``notes/pbs-formats.md`` §2).
+    """A short human explanation of an exit code/signal pair (OpenPBS ``job.h``, Torque ``pbs_job.h``).
 
     Args:
         scheduler: ``slurm``, ``pbspro`` or ``torque``.

@@ -117,7 +117,7 @@ def test_interim_row_read_as_unknown_memory() -> None:
 
 
 # Rows in SACCT_ACCOUNTING_FIELDS order, built from shapes documented in the sacct man page and
-# seen in real output (notes/slurm-accounting.md): pending array range, het job, None/Unknown times,
+# seen in real output (sacct(1) JOB STATE CODES and JobID forms): pending array range, het job, None/Unknown times,
 # old per-CPU/per-node ReqMem, day durations, Partition_Limit, typed GPUs, OOM 0:125, hpcjobs tag.
 def _row(**kw: str) -> str:
     unknown = set(kw) - {f.lower() for f in SACCT_ACCOUNTING_FIELDS}

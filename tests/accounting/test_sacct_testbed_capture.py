@@ -1,4 +1,4 @@
-"""Parsers on the outputs the testbed helper captured from the real Slurm 22.05 (tests/data/slurm/testbed/).
+"""Parsers on the outputs captured from the real Slurm 22.05 testbed (tests/data/slurm/testbed/).
 
 Job ids there (JOBIDS.txt): completed=4 exit3=5 timeout=6 cancel_running=7 cancel_pending=8 memhog=9
 gpu=10 array=11 (0-11%3) comment=12. Values below were read off the text files by hand.

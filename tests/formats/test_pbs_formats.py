@@ -1,7 +1,7 @@
 """Hand-checked tests of the pandas-free PBS Pro / OpenPBS parsers (hpcjobs.formats.pbs).
 
 Real samples: tests/data/pbs (sources in tests/data/SOURCES.md). Files named ``constructed_*``
-are hand-made following shared/notes/pbs-formats.md; the ``qstat -f`` one was wrapped with
+are hand-made following OpenPBS src/cmds/qstat.c (github.com/openpbs/openpbs); the ``qstat -f`` one was wrapped with
 :func:`prt_attr` below, a line-by-line mirror of ``prt_attr`` in OpenPBS/Torque qstat.c that
 reproduces the real fixture's breaks (checked in ``test_prt_attr_mirror_matches_real_output``).
 """

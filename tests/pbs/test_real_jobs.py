@@ -67,7 +67,7 @@ HELD_ONLY = {
     "launch-preemptible": (*FIT, "--set", "resources.walltime=1h"),
 }
 UNKNOWN_ID = "999999.vm"
-FINAL_WAIT_S = 300.0  # other engineers' jobs share the node's two cpus
+FINAL_WAIT_S = 300.0  # other jobs may share the node's two cpus
 
 
 def _client() -> SchedulerClient:
