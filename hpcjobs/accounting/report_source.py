@@ -219,7 +219,7 @@ def _read_sacct_text(p: Path, text: str, tz: str | None, sacct_fields: Sequence[
     first = text.split("\n", 1)[0].rstrip("\r")
     delim = delimiter or guess_delimiter(first) or "|"
     header = first.split(delim)[0].strip().lower() == "jobid"
-    fields = list(sacct_fields) if sacct_fields else None if header else list(SACCT_ACCOUNTING_FIELDS)
+    fields = list(sacct_fields) if sacct_fields else None if header else SACCT_ACCOUNTING_FIELDS
     try:
         return read_sacct_parsable2(p, fields, tz=tz or "UTC", delimiter=delim)
     except SstatOutputError as exc:
@@ -235,7 +235,7 @@ def _read_sacct_text(p: Path, text: str, tz: str | None, sacct_fields: Sequence[
         if prepared.sep != "|":
             raise
         plain = prepared.source.decode(errors="replace") if isinstance(prepared.source, bytes) else text
-        names = fields or prepared.names
+        names = list(fields or prepared.names)
         located = locate_sacct_text_error(plain, names, str(p), exc,
                                           lambda t: read_sacct_parsable2(t, names, tz=tz or "UTC"))
         if located is None:

@@ -50,6 +50,8 @@ def _print_tables(tables: dict[str, Any], max_rows: int) -> None:
     from hpcjobs.accounting.html import SHORT_NAMES, format_cell
 
     out = console(stderr=False)
+    if not out.is_terminal:  # piped or redirected: full width, never cut to 80 columns
+        out.width = max(out.width, 100_000)
     for name, df in tables.items():
         table = Table(title=name.replace("_", " "), title_justify="left", box=None, header_style="bold")
         for c in df.columns:

@@ -24,6 +24,10 @@ from hpcjobs.errors import ConfigError, SchedulerOutputError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm" / "spellings"
 ROOT = Path(__file__).resolve().parents[2]
+#: The --format list of the captures (hpcjobs' SACCT_ACCOUNTING_FIELDS when they were made).
+CAPTURE = ["JobID", "JobIDRaw", "JobName", "User", "Account", "Partition", "QOS", "Cluster", "State", "ExitCode",
+           "Submit", "Eligible", "Start", "End", "ElapsedRaw", "Timelimit", "NNodes", "AllocCPUS", "ReqCPUS",
+           "AllocTRES", "ReqTRES", "ReqMem", "MaxRSS", "TotalCPU", "NodeList", "Comment"]
 pytestmark = pytest.mark.usefixtures("sacct_reader")  # each test under the C scanner and the pyarrow path
 
 READABLE = [  # file, delimiter given to the API (None: the header names the fields)
@@ -52,7 +56,7 @@ def test_reference_capture(reference: pd.DataFrame) -> None:
 
 @pytest.mark.parametrize(("name", "delimiter", "header"), READABLE)
 def test_every_spelling_reads_the_same(name: str, delimiter: str, header: bool, reference: pd.DataFrame) -> None:
-    df = read_sacct_parsable2(DATA / name, None if header else SACCT_ACCOUNTING_FIELDS, delimiter=delimiter)
+    df = read_sacct_parsable2(DATA / name, None if header else CAPTURE, delimiter=delimiter)
     pd.testing.assert_frame_equal(df, reference)
     assert df.attrs["skipped"] == []
 
@@ -62,30 +66,42 @@ def test_saved_files_are_detected_with_their_delimiter(name: str, delimiter: str
                                                        reference: pd.DataFrame) -> None:
     text = (DATA / name).read_text()
     assert detect_format(text) == "sacct-parsable2"
-    pd.testing.assert_frame_equal(read_saved(DATA / name), reference)
+    pd.testing.assert_frame_equal(read_saved(DATA / name, sacct_fields=None if header else CAPTURE), reference)
 
 
 def test_str_path_is_a_path(reference: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(read_sacct_parsable2(str(DATA / "sacct_p_header.txt"), None), reference)
 
 
-def test_same_count_other_order_is_refused_naming_the_fields() -> None:
+def test_same_count_other_order_is_refused_naming_the_fields(tmp_path: Path) -> None:
     with pytest.raises(SchedulerOutputError, match=r"field 9 holds 'root', which is not a Slurm state") as e:
-        read_sacct_parsable2(DATA / "sacct_P_reordered26_noheader.txt")
-    assert ",".join(SACCT_ACCOUNTING_FIELDS) in str(e.value)
-    with pytest.raises(ConfigError, match="--sacct-fields") as e2:
-        read_saved(DATA / "sacct_P_reordered26_noheader.txt")
+        read_sacct_parsable2(DATA / "sacct_P_reordered26_noheader.txt", CAPTURE)
+    assert ",".join(CAPTURE) in str(e.value)
+    with pytest.raises(ConfigError, match="not the one the text was saved with") as e2:
+        read_saved(DATA / "sacct_P_reordered26_noheader.txt", sacct_fields=CAPTURE)
     assert e2.value.problems[0].file == str(DATA / "sacct_P_reordered26_noheader.txt")
+    assert "give --sacct-fields" not in str(e2.value)
     fields = ["JobID", "JobIDRaw", "JobName", "State", "Account", "Partition", "QOS", "Cluster", "User", "NNodes",
               "Submit", "Eligible", "Start", "End", "ElapsedRaw", "Timelimit", "ExitCode", "AllocCPUS", "ReqCPUS",
               "AllocTRES", "ReqTRES", "ReqMem", "MaxRSS", "TotalCPU", "NodeList", "Comment"]
     df = read_saved(DATA / "sacct_P_reordered26_noheader.txt", sacct_fields=fields)
     assert (df.state == "FAILED").sum() == 8 and set(df.user.dropna()) == {"root"}
+    # headerless text with hpcjobs' default field count, but swapped columns: refused without a field list
+    default = list(SACCT_ACCOUNTING_FIELDS)
+    i, j = default.index("State"), default.index("User")
+    row = dict.fromkeys(default, "")
+    row.update(JobID="7", State="COMPLETED", User="alice", ExitCode="0:0")
+    row["State"], row["User"] = row["User"], row["State"]
+    f = tmp_path / "swapped.txt"
+    f.write_text("|".join(row[k] for k in default) + "\n")
+    with pytest.raises(ConfigError, match=rf"field {i + 1} holds 'alice', which is not a Slurm state") as e3:
+        read_saved(f)
+    assert "--sacct-fields" in str(e3.value) and ",".join(default) in str(e3.value) and j >= 0
 
 
 def test_comma_delimiter_inside_tres_is_refused_not_misread() -> None:
     with pytest.raises(ConfigError, match=r"line 1 has 32 .*comma does in TRES") as e:
-        read_saved(DATA / "sacct_P_comma_noheader.txt")
+        read_saved(DATA / "sacct_P_comma_noheader.txt", sacct_fields=CAPTURE)
     assert "taken to be ','" in str(e.value)
 
 
@@ -97,7 +113,7 @@ def test_sstat_output_is_named(name: str) -> None:
     assert "--sacct-fields" not in str(e.value)
     assert fmt in ("sstat", "sacct-parsable2")
     with pytest.raises(SchedulerOutputError, match="this is sstat output"):
-        read_sacct_parsable2(DATA / name, None if "noheader" not in name else SACCT_ACCOUNTING_FIELDS)
+        read_sacct_parsable2(DATA / name, None if "noheader" not in name else CAPTURE)
 
 
 def test_lines_with_another_field_count_are_skipped_and_counted(reference: pd.DataFrame) -> None:
@@ -119,12 +135,12 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_delimiter_errors_and_skipped_line(tmp_path: Path) -> None:
-    ok = _cli("--from-file", str(DATA / "sacct_p_brokenbar_noheader.txt"), "--delimiter", "¦", "--section",
+    ok = _cli("--from-file", str(DATA / "sacct_p_brokenbar_noheader.txt"), "--delimiter", "¦",
+              "--sacct-fields", ",".join(CAPTURE), "--section",
               "failures", "--table", "failures_by_state", "--csv")
     assert ok.returncode == 0, ok.stderr
     assert "FAILED,4," in ok.stdout
-    bad = _cli("--from-file", str(DATA / "sacct_P_reordered26_noheader.txt"), "--sacct-fields",
-               ",".join(SACCT_ACCOUNTING_FIELDS))
+    bad = _cli("--from-file", str(DATA / "sacct_P_reordered26_noheader.txt"), "--sacct-fields", ",".join(CAPTURE))
     assert bad.returncode == 2
     assert "sacct_P_reordered26_noheader.txt: line 1: field 9" in bad.stderr
     assert "-:" not in bad.stderr and "give --sacct-fields" not in bad.stderr
@@ -181,3 +197,14 @@ def test_round_trip_every_spelling(rows: list[tuple[int, str, str, int, int, int
         finally:
             f.unlink()
         pd.testing.assert_frame_equal(saved, df)
+
+
+def test_piped_tables_are_full_width() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    r = subprocess.run([sys.executable, "-m", "hpcjobs", "report", "--from-file", str(DATA / "sacct_p_header.txt"),
+                        "--section", "efficiency", "--table", "worst_cpu_waste"], capture_output=True, text=True,
+                       env={**env, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    header = next(ln for ln in r.stdout.splitlines() if "job_id" in ln)
+    assert len(header) > 80 and "…" not in r.stdout
+    assert "wasted GPU-h" in header
