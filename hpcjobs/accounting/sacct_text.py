@@ -115,8 +115,8 @@ def is_sstat_header(names: Sequence[str]) -> bool:
 def sstat_message(names: Sequence[str] | None = None) -> str:
     """The refusal for sstat text given where sacct text is read."""
     shown = f" (fields {','.join(names[:6])}{',…' if len(names) > 6 else ''})" if names else ""
-    return (f"this is sstat output{shown}: live usage of running job steps, not sacct accounting; read it "
-            "with hpcjobs.accounting.sstat.read_sstat, or save `sacct --parsable2` output for a report")
+    return (f"this is sstat output{shown}: live usage of running job steps, not sacct accounting; save "
+            "`sacct --parsable2` output (with its header line) for a report")
 
 
 def first_line(source: bytes | os.PathLike[str]) -> bytes:
