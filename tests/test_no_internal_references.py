@@ -25,6 +25,8 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("machine path /root/", re.compile(r"(?<![\w.-])/root/")),
     ("machine path ../shared/", re.compile(r"\.\./shared/")),
     ("internal notes or fixtures folder", re.compile(r"(?<![\w-])shared/(?:notes|fixtures)\b")),
+    ("internal notes file",
+     re.compile(r"\bnotes\s*§|(?<![\w.-])notes/[\w-]+\.md|\b(?:pbs-formats|slurm-accounting)\.md")),
     ("pytest temporary folder", re.compile(r"/tmp/pytest-of-")),
     ("internal issue number", re.compile(r"\bissues?\s*#?\s*\d+", re.IGNORECASE)),
     ("internal issue reference", re.compile(r"\(issue\b", re.IGNORECASE)),
@@ -98,6 +100,8 @@ def find_references(name: str, text: str) -> list[tuple[str, int, str, str]]:
     ("fixed in Issue #12", "internal issue number"),
     ("the template says (issue 7)", "internal issue reference"),
     ("see the issue 5 closing note", "internal closing note"),
+    ("line rules (notes §1.4): a TAB continues", "internal notes file"),
+    ("see notes/slurm-accounting.md", "internal notes file"),
     ("PATH=/root/.cargo/bin:/usr/bin", "machine path /root/"),
     ("tmp_path is /tmp/pytest-of-root/pytest-3/x", "pytest temporary folder"),
 ])

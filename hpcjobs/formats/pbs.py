@@ -196,7 +196,7 @@ def parse_qstat_full(text: str) -> dict[str, dict[str, Any]]:
     """Parse ``qstat -f`` text (PBS Pro and Torque) into ``{job_id: attributes}``, the JSON shape.
 
     ``name.resource = v`` attributes nest (``attrs["Resource_List"]["select"]``) and
-    ``Variable_List`` becomes a dict; every value is a string. Line rules (notes §1.4):
+    ``Variable_List`` becomes a dict; every value is a string. Line rules (OpenPBS ``src/cmds/qstat.c`` ``prt_attr``):
     a line starting with TAB or 8 spaces continues the value and is joined with no separator
     (mid-token wraps); a blank line inside a block adds nothing unless unindented text follows it;
     an unindented line that is not ``Job Id:`` is a raw newline inside the value (Torque
@@ -253,8 +253,8 @@ _BAD_ESCAPE_RE = re.compile(r'\\(\\|[^"\\/bfnrtu])')
 
 
 def _repair_json(text: str) -> str:
-    """Fix the known defects of pre-2023 PBS JSON (notes §1.5): bare ``005``/``.123``/``123.``/``-00``
-    values (quoted as strings) and ``\\,``/``\\'`` escapes (unescaped)."""
+    """Fix the known defects of pre-2023 PBS JSON (github.com/openpbs/openpbs/issues/1255): bare
+    ``005``/``.123``/``123.``/``-00`` values (quoted as strings) and ``\\,``/``\\'`` escapes (unescaped)."""
     lines = []
     for line in text.splitlines():
         m = _JSON_LINE_RE.match(line)
@@ -338,7 +338,7 @@ def derive_final_state(
     deleted: bool = False,
     negative_codes: Mapping[int, str] = PBS_NEGATIVE_EXIT,
 ) -> tuple[str, int | None, int | None]:
-    """The normalised end state of a finished PBS job from its ``Exit_status`` (notes §2.1).
+    """The normalised end state of a finished PBS job from its ``Exit_status`` (OpenPBS ``src/include/job.h``).
 
     * 0 → COMPLETED; 1-255 → FAILED (exit code kept; 128+N is a command killed inside the script);
     * 256+N → killed by signal N (exit code ``None``): SIGTERM/SIGKILL is TIMEOUT when the comment

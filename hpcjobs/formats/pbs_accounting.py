@@ -1,6 +1,6 @@
 """PBS Pro / Torque accounting logs: the line parser and the value grammar of their fields (no pandas).
 
-* accounting lines ``MM/DD/YYYY HH:MM:SS;T;id;key=value key="quoted value" ...`` (notes §3);
+* accounting lines ``MM/DD/YYYY HH:MM:SS;T;id;key=value key="quoted value" ...`` (OpenPBS ``src/server/accounting.c``);
 * the values found in them (and in ``qstat`` output): sizes ``13378420kb``, durations
   ``4090:56:03``, epoch or ``ctime()`` times, ``select``/``nodes``/``exec_host`` specs.
 
@@ -244,7 +244,7 @@ class AccountingRecord:
 
     Attributes:
         time: The record's time stamp as written: naive, in the server's local time.
-        record_type: ``Q S s E R D A M a ...`` (notes §3.1).
+        record_type: ``Q S s E R D A M a ...`` (OpenPBS ``src/include/acct.h``).
         job_id: The id field (a job, array, subjob or reservation id, or ``license``).
         message: The raw message.
         attrs: ``key=value`` pairs of the message, quotes removed.

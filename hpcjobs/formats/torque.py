@@ -1,7 +1,8 @@
 """Pure parsers for Torque output (no pandas): ``qstat -x`` XML, Torque exit codes, arrays.
 
 Torque's ``qstat -f`` text and accounting lines have the PBS layout and are parsed by
-:mod:`hpcjobs.formats.pbs`; what differs lives here (notes §1.8, §2.2, §3.2):
+:mod:`hpcjobs.formats.pbs`; what differs lives here (github.com/adaptivecomputing/torque:
+``src/include/pbs_job.h``, ``src/server/accounting.c``):
 
 * ``qstat -x`` means XML in Torque (in PBS Pro it means "include finished jobs"): one line
   ``<Data><Job><Job_Id>..</Job_Id>..</Job></Data>``, optionally preceded by ``<?xml version="1.0"?>``,

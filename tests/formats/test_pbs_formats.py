@@ -135,7 +135,7 @@ def test_parse_duration(text: object, expected: int | None) -> None:
 
 
 def test_parse_pbs_time_ctime_strings_and_epochs() -> None:
-    # day padded with a space (notes §1.4); client local time → UTC via tz
+    # day padded with a space (C ctime(), as qstat prints it); client local time → UTC via tz
     assert pbs.parse_pbs_time("Tue Oct  4 21:23:20 2022", "UTC") == datetime(2022, 10, 4, 21, 23, 20, tzinfo=UTC)
     assert pbs.parse_pbs_time("Tue Oct  4 21:23:20 2022", "Europe/Zurich") == datetime(
         2022, 10, 4, 19, 23, 20, tzinfo=UTC)  # CEST
@@ -152,7 +152,7 @@ def test_select_and_nodes_specs() -> None:
         {"count": 2, "ncpus": "8", "ngpus": "1", "mem": "16gb"}]
     assert pbs.select_totals("2:ncpus=8:ngpus=1:mem=16gb") == {
         "chunks": 2, "ncpus": 16, "ngpus": 2, "mem": 2 * 16 * 2**30}
-    # Gadi-style select (notes §5 item 5): bare mem is bytes
+    # Gadi-style select: bare mem is bytes
     assert pbs.select_totals("2:ncpus=48:mpiprocs=48:mem=34359738368:job_tags=normal:jobfs=104857600") == {
         "chunks": 2, "ncpus": 96, "mpiprocs": 96, "mem": 2 * 34359738368}
     assert pbs.select_totals("1:ncpus=4+2:ncpus=8") == {"chunks": 3, "ncpus": 20}

@@ -1,7 +1,7 @@
 """Accounting records of the PBS stand-in (``server_priv/accounting/YYYYMMDD``).
 
 Line format ``MM/DD/YYYY HH:MM:SS;T;id;message`` in local time; field order of OpenPBS
-``acct_job()`` and Torque ``account_jobstr()`` as summarised in pbs-formats.md §3.
+``acct_job()`` (``src/server/accounting.c``) and Torque ``account_jobstr()``.
 """
 
 from __future__ import annotations
