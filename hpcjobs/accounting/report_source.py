@@ -157,7 +157,7 @@ def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Se
         text = ""
     else:
         try:
-            text = p.read_text(encoding="utf-8", errors="replace")
+            text = _detection_text(p)
         except OSError as exc:
             raise ConfigError(ConfigProblem(f"cannot read it: {exc.strerror}", file=str(p))) from None
         try:
@@ -210,9 +210,28 @@ def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Se
     return read_pbs_accounting(p, tz=tz)
 
 
+#: Bytes read to detect the format of a large file; sacct text is then read from the path, not from a str.
+_DETECT_BYTES = 1 << 20
+
+
+def _detection_text(p: Path) -> str:
+    """The file's text as format detection needs it: the lines of its first MiB when that is sacct text, else all."""
+    with p.open("rb") as fh:
+        start = fh.read(_DETECT_BYTES + 1)
+    cut = start.rfind(b"\n", 0, _DETECT_BYTES) if len(start) > _DETECT_BYTES else -1
+    if cut > 0:
+        head = start[:cut + 1].decode("utf-8", errors="replace")
+        try:  # detect_format reads the first 4096 characters after leading blanks, and all of JSON/logs
+            if len(head.lstrip()) > 4096 and detect_format(head) in ("sacct-parsable2", "sstat"):
+                return head
+        except ConfigError:
+            pass
+    return p.read_text(encoding="utf-8", errors="replace")
+
+
 def _read_sacct_text(p: Path, text: str, tz: str | None, sacct_fields: Sequence[str] | None,
                      delimiter: str | None) -> pd.DataFrame:
-    """Saved sacct text in any spelling; its problems as exit-2 errors naming the file."""
+    """Saved sacct text in any spelling (``text``: at least its first line); errors exit 2 naming the file."""
     from hpcjobs.accounting.sacct_text import prepare
     from hpcjobs.accounting.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
 
@@ -234,7 +253,8 @@ def _read_sacct_text(p: Path, text: str, tz: str | None, sacct_fields: Sequence[
         prepared = prepare(p, fields, delim)
         if prepared.sep != "|":
             raise
-        plain = prepared.source.decode(errors="replace") if isinstance(prepared.source, bytes) else text
+        plain = (prepared.source.decode(errors="replace") if isinstance(prepared.source, bytes)
+                 else p.read_text(encoding="utf-8", errors="replace"))
         names = list(fields or prepared.names)
         located = locate_sacct_text_error(plain, names, str(p), exc,
                                           lambda t: read_sacct_parsable2(t, names, tz=tz or "UTC"))
