@@ -27,24 +27,31 @@ def _progress_bar(label: str) -> Any:
 @click.option("--site", metavar="NAME", help="Site config (name or path); default: the file's, else detected.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the experiment.")
 @click.option("--throttle", type=click.IntRange(min=1), help="At most N tasks of each array run at once.")
-@click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders (default ./hpcjobs-sweeps).")
+@click.option("--root", type=click.Path(file_okay=False),
+              help="Folder of sweep folders (default: the nearest hpcjobs-sweeps/ here or above, else "
+              "$HPCJOBS_SWEEP_ROOT, else ./hpcjobs-sweeps).")
 @click.option("--dry-run", is_flag=True, help="Render everything and print the scheduler commands; submit nothing.")
 @click.option("--show-script", is_flag=True, help="With --dry-run: also print the first chunk's array script.")
 @click.option("--detach", is_flag=True, help="Return right after submitting (local site: run in the background).")
 @click.option("--workers", type=click.IntRange(min=1), help="Local site: points run at once (default: CPUs).")
-@click.option("--force", is_flag=True, help="Go on although the experiment file changed since the sweep was planned.")
+@click.option("--force", is_flag=True, help="Go on although the experiment changed since the sweep was planned "
+              "(a sweep of the same name with other content: continue the newest one).")
+@click.option("--new", "new", is_flag=True, help="Start another sweep, even if one of this name or content exists.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
 def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overrides: tuple[str, ...],
           throttle: int | None, root: str | None, dry_run: bool, show_script: bool, detach: bool, workers: int | None,
-          force: bool, as_json: bool) -> None:
+          force: bool, new: bool, as_json: bool) -> None:
     """Submit (or resume) the parameter sweep of EXPERIMENT.
 
     Hydra-style PARAM=V1,V2 arguments add a grid to the file's sweep. Running the same command
-    again continues the same sweep: nothing is submitted twice and nothing is lost.
+    again continues the same sweep: nothing is submitted twice and nothing is lost. A sweep of the
+    same name with other content is refused (exit 2) unless --new or --force says what to do.
     """
     from hpcjobs.sweep.api import run_sweep
 
+    if new and force:
+        raise click.UsageError("--new and --force exclude each other: start another sweep, or continue one")
     bar = None if (as_json or dry_run) else _progress_bar("points")
     task = None
 
@@ -60,7 +67,7 @@ def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overri
         bar.start()
     try:
         prepared, report = run_sweep(experiment, site=site, overrides=overrides, sweep_args=sweep_args, root=root,
-                                     throttle=throttle, dry_run=dry_run, force=force, detach=detach,
+                                     throttle=throttle, dry_run=dry_run, force=force, new=new, detach=detach,
                                      workers=workers, progress=progress)
     finally:
         if bar is not None:

@@ -17,7 +17,8 @@ from hpcjobs import states
 from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.submit import client_for
-from hpcjobs.sweep.ledger import Ledger, PointRecord, experiment_sha256
+from hpcjobs.sweep.identity import find_sweep, ledger_digest, settle_identity
+from hpcjobs.sweep.ledger import Ledger, PointRecord
 from hpcjobs.sweep.prepare import PreparedSweep, prepare_sweep, sweep_root
 from hpcjobs.sweep.submitter import SubmitReport, SweepSubmitter, open_ledger, poll_status, submitted_job_ids
 from hpcjobs.units import format_walltime_slurm
@@ -35,6 +36,7 @@ def run_sweep(
     throttle: int | None = None,
     dry_run: bool = False,
     force: bool = False,
+    new: bool = False,
     detach: bool = False,
     workers: int | None = None,
     progress: Progress | None = None,
@@ -43,15 +45,20 @@ def run_sweep(
     """Plan (or resume) a sweep and submit its pending points; on the ``local`` site, run them.
 
     Running the same command again continues the same sweep: points already submitted are
-    never submitted twice, points never submitted are.
+    never submitted twice, points never submitted are. A sweep of the same name with other content
+    is not continued silently (:func:`hpcjobs.sweep.identity.settle_identity`): ``new`` starts another
+    sweep, ``force`` continues the newest one of that name with the new content.
 
     Raises:
-        ConfigError: Bad input (nothing is written or submitted).
+        ConfigError: Bad input, or the name is in use by a sweep with other content (nothing is
+            written or submitted).
         LedgerError: Another process is submitting the sweep, or the experiment changed (use ``force``).
         SubmitError: The scheduler refused a chunk (what was submitted stays recorded).
     """
     prepared = prepare_sweep(path, site=site, overrides=overrides, sweep_args=sweep_args, root=root,
                              ask_scheduler=not dry_run)
+    prepared = settle_identity(prepared, overrides=overrides, sweep_args=sweep_args, new=new, force=force,
+                               strict=not dry_run)
     if dry_run:
         if prepared.site.scheduler == "local":
             return prepared, _local_dry_run(prepared)
@@ -124,26 +131,6 @@ def _detach_local(prepared: PreparedSweep, workers: int | None) -> SubmitReport:
 # ----------------------------------------------------------------------------- finding sweeps
 
 
-def find_sweep(name: str | Path, root: str | Path | None = None) -> Path:
-    """The folder of a sweep given by folder path, full id, or a unique prefix of an id.
-
-    Raises:
-        ConfigError: No such sweep, or the prefix is ambiguous (with the candidates).
-    """
-    p = Path(name)
-    if (p / "ledger.sqlite").is_file():
-        return p.resolve()
-    base = sweep_root(root)
-    candidates = sorted(d.name for d in base.glob("*") if (d / "ledger.sqlite").is_file()) if base.is_dir() else []
-    exact = [c for c in candidates if c == str(name)]
-    matches = exact or [c for c in candidates if c.startswith(str(name))]
-    if len(matches) == 1:
-        return base / matches[0]
-    what = "ambiguous sweep" if matches else "no sweep"
-    raise ConfigError(ConfigProblem(f"{what} {str(name)!r} in {base}", key="sweep",
-                                    choices=tuple(matches or candidates)))
-
-
 def prepared_from_ledger(folder: Path, *, extra_overrides: Sequence[str] = (), force: bool = False) -> PreparedSweep:
     """Prepare a sweep again from what its ledger recorded (file, overrides, site), keeping its id."""
     with Ledger.open(folder) as ledger:
@@ -153,10 +140,17 @@ def prepared_from_ledger(folder: Path, *, extra_overrides: Sequence[str] = (), f
                              overrides=[*how.get("overrides", []), *extra_overrides],
                              sweep_args=how.get("sweep_args", []), root=folder.parent,
                              submit_dir=how.get("submit_dir"), ask_scheduler=True)
-    if experiment_sha256(prepared.experiment_text) != meta.experiment_sha256 and not force:
+    prepared = dataclasses.replace(prepared, sweep_id=meta.sweep_id, folder=folder)
+    planned = prepared  # the change check compares the experiment as planned, before this retry's overrides
+    if extra_overrides:
+        from hpcjobs.config.loading import load_experiment
+
+        planned = dataclasses.replace(prepared, experiment=load_experiment(meta.experiment_path,
+                                                                           how.get("overrides", []))[0])
+    if ledger_digest(planned) != meta.experiment_sha256 and not force:
         raise LedgerError(f"{meta.experiment_path} changed since sweep {meta.sweep_id} was planned; "
                           "use --force to go on with the new text")
-    return dataclasses.replace(prepared, sweep_id=meta.sweep_id, folder=folder)
+    return prepared
 
 
 # ----------------------------------------------------------------------------- status

@@ -1,8 +1,8 @@
 """From an experiment file to a prepared sweep: expanded points, the resolved job, the sweep's folder.
 
-A sweep's id is derived from what defines it (the experiment's name, the file's text, the
-``--set`` and sweep overrides, the site), so running the same command again finds the same
-sweep and continues it instead of starting another.
+A sweep's id is derived from what the sweep means (the validated experiment with its ``--set``
+overrides, the sweep arguments, the site; see :mod:`hpcjobs.sweep.identity`), so running the same
+command again finds the same sweep and continues it instead of starting another.
 
 Layout of a sweep folder (``<root>/<sweep_id>/``, on a filesystem the compute nodes see)::
 
@@ -20,8 +20,6 @@ login node's shared filesystem, thousands of fsynced files would take minutes.
 
 from __future__ import annotations
 
-import hashlib
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,14 +34,7 @@ from hpcjobs.render.shellvalue import shell_word
 from hpcjobs.resolve import ResolvedJob, resolve
 from hpcjobs.schedulers.base import ArraySpec
 from hpcjobs.sweep.expand import Point, expand, point_env_lines
-
-#: Where sweep folders go unless told otherwise (relative to the submit directory).
-DEFAULT_SWEEP_ROOT = "hpcjobs-sweeps"
-
-
-def sweep_root(root: str | Path | None = None) -> Path:
-    """The folder holding sweep folders: ``root``, else ``$HPCJOBS_SWEEP_ROOT``, else ``./hpcjobs-sweeps``."""
-    return Path(root or os.environ.get("HPCJOBS_SWEEP_ROOT") or DEFAULT_SWEEP_ROOT).resolve()
+from hpcjobs.sweep.identity import DEFAULT_SWEEP_ROOT, make_sweep_id, sweep_root  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -51,7 +42,7 @@ class PreparedSweep:
     """Everything needed to submit (or resume) a sweep.
 
     Attributes:
-        sweep_id: ``<name>-<8 hex>``, stable for the same file, overrides and site.
+        sweep_id: ``<name>-<8 hex>``, stable for the same experiment, overrides and site.
         folder: The sweep's folder.
         experiment_path: The experiment file.
         experiment_text: Its text as read (hashed into the ledger to detect changes).
@@ -72,16 +63,6 @@ class PreparedSweep:
     job: ResolvedJob
     points: tuple[Point, ...]
     submit_dir: Path
-
-
-def make_sweep_id(name: str, experiment_text: str, overrides: Sequence[str], sweep_args: Sequence[str],
-                  site: str) -> str:
-    """``<name>-<first 8 hex of sha256(file text, overrides, sweep arguments, site)>``."""
-    h = hashlib.sha256()
-    for part in (experiment_text, "\0".join(overrides), "\0".join(sweep_args), site):
-        h.update(part.encode("utf-8"))
-        h.update(b"\x1f")
-    return f"{name}-{h.hexdigest()[:8]}"
 
 
 def prepare_sweep(
@@ -114,7 +95,7 @@ def prepare_sweep(
     site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler)
     points = expand(experiment.sweep, sweep_args, doc=doc)
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
-    sweep_id = make_sweep_id(experiment.name, text, overrides, sweep_args, site_config.name)
+    sweep_id = make_sweep_id(experiment, sweep_args, site_config.name)
     return PreparedSweep(sweep_id, sweep_root(root) / sweep_id, experiment_path, text, experiment,
                          site_config, job, tuple(points), Path(submit_dir or Path.cwd()).resolve())
 

@@ -35,7 +35,8 @@ from hpcjobs.schedulers.base import ClusterLimits, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.states import JobTag
 from hpcjobs.sweep.chunks import Chunk, chunk_capacity, is_queue_full, is_transient, plan_chunks, room_in_queue
-from hpcjobs.sweep.ledger import SUB_FAILED, Ledger, SweepMeta, experiment_sha256, new_token
+from hpcjobs.sweep.identity import IDENTITY_SCHEME, experiment_digest, ledger_digest
+from hpcjobs.sweep.ledger import SUB_FAILED, Ledger, SweepMeta, new_token
 from hpcjobs.sweep.lookup import TagLookup, await_tokens, default_lookup_seconds, settle_unseen
 from hpcjobs.sweep.lookup import tagged_jobs as _tagged_jobs_query
 from hpcjobs.sweep.prepare import (
@@ -97,14 +98,18 @@ def open_ledger(prepared: PreparedSweep, *, force: bool = False, how: Mapping[st
 
     ``how`` records how the sweep was asked for (overrides, sweep arguments, site), so that
     ``hpcjobs resubmit`` and a detached local runner can prepare it again from the ledger alone.
+    The change check compares the experiment's meaning (:func:`hpcjobs.sweep.identity.ledger_digest`),
+    so editing comments or key order is not a change.
     """
+    digest = ledger_digest(prepared)
+    scheme = {"identity": IDENTITY_SCHEME} if digest == experiment_digest(prepared.experiment) else {}
     meta = SweepMeta(
         sweep_id=prepared.sweep_id,
         experiment_path=str(prepared.experiment_path),
-        experiment_sha256=experiment_sha256(prepared.experiment_text),
+        experiment_sha256=digest,
         site=prepared.site.name,
         scheduler=prepared.site.scheduler,
-        extra={"name": prepared.experiment.name, **(how or {})},
+        extra={"name": prepared.experiment.name, **scheme, **(how or {})},
     )
     return Ledger.create(prepared.folder, meta, prepared.points, force=force)
 
