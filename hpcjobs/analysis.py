@@ -38,8 +38,8 @@ def sweep_points_frame(ledger: Ledger) -> pd.DataFrame:
 
 
 def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.DataFrame | None = None,
-               cache: bool = True) -> pd.DataFrame:
-    """Every point of a sweep with its parameters (one typed column each) and its job's fate.
+               cache: bool = True, results: bool = True) -> pd.DataFrame:
+    """Every point of a sweep with its parameters (one typed column each), its job's fate and its results.
 
     Args:
         sweep: Sweep id, unique id prefix, or folder.
@@ -48,12 +48,17 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
             :func:`hpcjobs.accounting.pbs.read_pbs_accounting`). Default: asked of Slurm's ``sacct``
             for the sweep's jobs (one windowed, cached query); on other schedulers, the ledger's
             own record (state and exit code only).
-        cache: Cache finished sacct windows on disk.
+        cache: Cache finished sacct windows on disk, and the points' results read so far.
+        results: Add what each run produced: one typed column per metric of the experiment's
+            ``results:`` sources (:mod:`hpcjobs.sweep.results`; null where it could not be read,
+            with the reason in ``result_error``), and the paths ``log_out``/``log_err`` of the
+            point's stdout and stderr.
 
     Returns:
         ``point_id``, ``index``, the parameters, the fate columns of
         :func:`hpcjobs.accounting.report_sweeps.sweep_frame` (state, exit code, wait, elapsed,
-        efficiencies), plus ``ledger_state`` and ``attempt``.
+        efficiencies), plus ``ledger_state`` and ``attempt``, then the metrics, ``result_error``,
+        ``log_out`` and ``log_err``.
     """
     folder = find_sweep(sweep, root)
     with Ledger.open(folder) as ledger:
@@ -79,4 +84,9 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
     if missing.any():
         frame.loc[missing, "state"] = frame.loc[missing, "ledger_state"].astype("string")
         frame.loc[missing, "exit_code"] = frame.loc[missing, "ledger_exit_code"]
-    return frame.drop(columns=["ledger_exit_code"])
+    frame = frame.drop(columns=["ledger_exit_code"])
+    if not results:
+        return frame
+    from hpcjobs.sweep.results import join_results, results_frame
+
+    return join_results(frame, results_frame(folder, list(frame["point_id"].astype(str)), cache=cache))

@@ -148,6 +148,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "cancel": ("hpcjobs.commands.sweep:cancel", "Cancel a sweep's queued and running jobs."),
     "resubmit": ("hpcjobs.commands.sweep:resubmit", "Submit a sweep's failed points again."),
     "ls": ("hpcjobs.commands.sweep:ls", "List the sweeps in the sweep folder."),
+    "results": ("hpcjobs.commands.results:results", "A sweep's points with their parameters, state and metrics."),
+    "logs": ("hpcjobs.commands.results:logs", "Show the stdout/stderr of a sweep's points (one, by index, failed)."),
     "sweep-run-local": ("hpcjobs.commands.sweep:sweep_run_local", ""),
 }
 

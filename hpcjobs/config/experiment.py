@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
 from hpcjobs.config.types import (
     DirectivePath,
@@ -17,6 +17,7 @@ from hpcjobs.config.types import (
     StrictModel,
     Walltime,
 )
+from hpcjobs.sweep.results_spec import ResultSource, one_or_list_schema
 from hpcjobs.sweep.spec import SweepSpec
 
 
@@ -169,6 +170,17 @@ class Experiment(StrictModel):
     launch: Launch | None = Field(
         None, description="Distributed launch, preemption/requeue and GPU sampling (see the launch documentation).",
     )
+    results: list[ResultSource] | None = Field(
+        None, json_schema_extra=one_or_list_schema,
+        description="What each run writes that holds its metrics, read by load_sweep and `hpcjobs results`: "
+        "{file: metrics.json}, {file: epochs.csv, reduce: max:val_acc}, {stdout_regex: 'acc=(?P<acc>[0-9.]+)'}, "
+        "or a list of them; paths are relative to the point's run folder ($HPCJOBS_RUN_DIR).",
+    )
+
+    @field_validator("results", mode="before")
+    @classmethod
+    def _results_list(cls, value: object) -> object:
+        return [value] if isinstance(value, dict) else value
 
     @model_validator(mode="after")
     def _one_body(self) -> Experiment:

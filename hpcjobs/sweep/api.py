@@ -68,6 +68,10 @@ def run_sweep(
     how = {"overrides": list(overrides), "sweep_args": list(sweep_args), "site_arg": site,
            "submit_dir": str(prepared.submit_dir), "throttle": throttle}
     with open_ledger(prepared, force=force, how=how) as ledger:
+        from hpcjobs.sweep.results_spec import result_sources, write_results_spec
+
+        write_results_spec(prepared.folder, result_sources(prepared.experiment.results),
+                           output_dir=prepared.job.output_dir)
         if prepared.site.scheduler == "local":
             if detach:
                 return prepared, _detach_local(prepared, workers)

@@ -11,8 +11,9 @@ Layout of a sweep folder (``<root>/<sweep_id>/``, on a filesystem the compute no
     chunks/<n>.ids            point ids of chunk n, one per line: array index i is line i+1
     chunks/<n>.env            the parameters of every index of chunk n (a bash ``case``, sourced by the task)
     scripts/<n>.<token>.sh    the array script of each submission attempt
-    points/<point_id>/        each point's run folder, made by its task: params.json, and whatever the job
-                              writes to ``$HPCJOBS_RUN_DIR``
+    points/<point_id>/        each point's run folder, made by its task: params.json, stdout.log and
+                              stderr.log (hpcjobs.sweep.logs), and whatever the job writes to ``$HPCJOBS_RUN_DIR``
+    results-spec.json         the experiment's ``results:`` sources (hpcjobs.sweep.results_spec)
 
 Nothing is written per point at submission time (two small files per chunk instead): on a
 login node's shared filesystem, thousands of fsynced files would take minutes.
@@ -35,6 +36,7 @@ from hpcjobs.resolve import ResolvedJob, resolve
 from hpcjobs.schedulers.base import ArraySpec
 from hpcjobs.sweep.expand import Point, expand, point_env_lines
 from hpcjobs.sweep.identity import DEFAULT_SWEEP_ROOT, make_sweep_id, sweep_root  # noqa: F401 (re-exported)
+from hpcjobs.sweep.logs import point_log_preamble
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,7 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
         'export HPCJOBS_RUN_DIR="$HPCJOBS_SWEEP_DIR/points/$HPCJOBS_POINT_ID"',
         'mkdir -p "$HPCJOBS_RUN_DIR"',
         "printf '%s\\n' \"$HPCJOBS_PARAMS_JSON\" > \"$HPCJOBS_RUN_DIR/params.json\"",
+        *point_log_preamble(),
     )
     return replace(prepared.job, setup=preamble + prepared.job.setup,
                    array=ArraySpec(0, size - 1, throttle=throttle),

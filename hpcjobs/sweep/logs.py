@@ -1,0 +1,258 @@
+"""Where each point's stdout and stderr are, and reading them: the library behind ``hpcjobs logs``.
+
+The array script of a sweep sends a task's output, from the point's own setup on, to its run folder
+(``points/<point_id>/stdout.log`` and ``stderr.log``, appended: a resubmitted or requeued attempt adds
+to them, after a header line in ``stderr.log``). The scheduler's own files
+(``<output_dir>/<name>-<array job>_<index>.out`` on Slurm and the local site,
+``<output_dir>/<sweep>.<chunk>.<index>.out`` on PBS Pro) are kept: they hold what happened before
+the script reached the point's setup (a node that could not start it, a missing chunk file).
+
+Nothing here imports pandas.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcjobs import states
+from hpcjobs.errors import ConfigError, ConfigProblem
+
+#: A point's run folder is ``<sweep>/points/<point_id>``.
+POINTS_DIR = "points"
+#: The point's stdout and stderr, in its run folder.
+LOG_OUT = "stdout.log"
+LOG_ERR = "stderr.log"
+#: Bytes read from the end of a log for ``--tail``.
+TAIL_MAX_BYTES = 4 * 1024 * 1024
+
+
+class BoundedReadError(Exception):
+    """A file that is not read: not a regular file, or larger than the bound."""
+
+
+def read_bounded(path: Path, max_bytes: int, *, tail: bool = False) -> bytes:
+    """At most ``max_bytes`` of a regular file (a FIFO or device is refused without blocking).
+
+    Args:
+        path: The file.
+        max_bytes: The bound.
+        tail: Read the last ``max_bytes`` of a larger file instead of refusing it.
+
+    Raises:
+        FileNotFoundError: No such file.
+        BoundedReadError: Not a regular file, or larger than ``max_bytes`` (without ``tail``).
+        OSError: Unreadable.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BoundedReadError(f"{path.name} is not a regular file")
+        if st.st_size > max_bytes:
+            if not tail:
+                raise BoundedReadError(f"{path.name} is {st.st_size} bytes, more than max_bytes ({max_bytes})")
+            os.lseek(fd, st.st_size - max_bytes, os.SEEK_SET)
+        chunks, left = [], max_bytes
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class PointLogs:
+    """The log files of one point.
+
+    Attributes:
+        point_id: The point.
+        index: Its index in the sweep.
+        state: Its state in the ledger.
+        exit_code: Its exit code, if finished.
+        job_id: Its (last) job id.
+        params: Its parameters.
+        stdout: ``points/<id>/stdout.log``.
+        stderr: ``points/<id>/stderr.log``.
+        scheduler_out: The scheduler's stdout file of its last job, where it can be named.
+        scheduler_err: The scheduler's stderr file.
+    """
+
+    point_id: str
+    index: int
+    state: str
+    exit_code: int | None
+    job_id: str | None
+    params: dict[str, object]
+    stdout: Path
+    stderr: Path
+    scheduler_out: Path | None
+    scheduler_err: Path | None
+
+    def files(self, which: str = "both") -> list[tuple[str, Path]]:
+        """The files to show, as ``(label, path)``: the run folder's, and the scheduler's where they exist.
+
+        Args:
+            which: ``out``, ``err`` or ``both``.
+        """
+        out: list[tuple[str, Path]] = []
+        for stream, own, sched in (("out", self.stdout, self.scheduler_out), ("err", self.stderr, self.scheduler_err)):
+            if which not in (stream, "both"):
+                continue
+            if sched is not None and sched.is_file() and sched.stat().st_size > 0:
+                out.append((f"scheduler std{stream}", sched))
+            if own.is_file() or sched is None or not sched.is_file():
+                out.append((f"std{stream}", own))
+        return out
+
+
+def scheduler_log_stem(scheduler: str, *, submit_dir: str | None, output_dir: str | None, name: str,
+                       sweep_id: str, chunk: int | None, array_job_id: str | None,
+                       array_index: int | None) -> Path | None:
+    """The scheduler's output file of one array task, without ``.out``/``.err`` (``None``: cannot be named)."""
+    if not (submit_dir and output_dir) or array_index is None:
+        return None
+    base = Path(submit_dir) / output_dir
+    if scheduler in ("slurm", "local") and array_job_id:
+        return base / f"{name}-{array_job_id}_{array_index}"
+    if scheduler == "pbspro" and chunk is not None:
+        return base / f"{sweep_id}.{chunk}.{array_index}"
+    return None
+
+
+def sweep_logs(sweep: str | Path, *, root: str | Path | None = None, point: str | None = None,
+               index: int | None = None, only_states: Sequence[str] = (), failed: bool = False,
+               poll: bool = True) -> list[PointLogs]:
+    """The log files of a sweep's points, all of them or a selection.
+
+    Args:
+        sweep: Sweep id, unique prefix, or folder.
+        root: Folder of sweep folders.
+        point: A point id (or a unique prefix of one).
+        index: A point's index.
+        only_states: Points in these states.
+        failed: Points in any failure state.
+        poll: Ask the scheduler once for the current states first (for ``failed``/``only_states``).
+
+    Raises:
+        ConfigError: No such sweep or point.
+    """
+    from hpcjobs.sweep.api import find_sweep, sweep_status
+    from hpcjobs.sweep.ledger import Ledger
+    from hpcjobs.sweep.results_spec import read_results_spec
+
+    folder = find_sweep(sweep, root)
+    wanted = {s.upper() for s in only_states} | (set(states.FAILURE_STATES) if failed else set())
+    if poll and wanted:
+        sweep_status(folder)
+    with Ledger.open(folder, allow_read_only=True) as ledger:
+        meta = ledger.meta
+        records = ledger.points()
+    output_dir = read_results_spec(folder)[1]
+    if point is not None:
+        records = [r for r in records if r.point_id == point] or [r for r in records if r.point_id.startswith(point)]
+        if len(records) != 1:
+            what = "ambiguous point" if records else "no point"
+            raise ConfigError(ConfigProblem(f"{what} {point!r} in sweep {meta.sweep_id}", key="point",
+                                            choices=tuple(r.point_id for r in records)))
+    if index is not None:
+        records = [r for r in records if r.index == index]
+        if not records:
+            raise ConfigError(ConfigProblem(f"sweep {meta.sweep_id} has no point with index {index}", key="index"))
+    if wanted:
+        records = [r for r in records if r.state in wanted]
+    name = str(meta.extra.get("name") or meta.sweep_id.rsplit("-", 1)[0])
+    out = []
+    for r in records:
+        stem = scheduler_log_stem(meta.scheduler, submit_dir=meta.extra.get("submit_dir"), output_dir=output_dir,
+                                  name=name, sweep_id=meta.sweep_id, chunk=r.chunk, array_job_id=r.array_job_id,
+                                  array_index=r.array_index)
+        run_dir = folder / POINTS_DIR / r.point_id
+        out.append(PointLogs(r.point_id, r.index, r.state, r.exit_code, r.job_id, r.params, run_dir / LOG_OUT,
+                             run_dir / LOG_ERR, stem and stem.with_name(stem.name + ".out"),
+                             stem and stem.with_name(stem.name + ".err")))
+    return out
+
+
+def tail_text(path: Path, lines: int | None, *, max_bytes: int = TAIL_MAX_BYTES) -> str:
+    """The last ``lines`` lines of a file (all of it: ``None``), reading at most its last ``max_bytes``.
+
+    A missing file is an empty text.
+    """
+    try:
+        data = read_bounded(path, max_bytes, tail=True)
+    except (OSError, BoundedReadError):
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    if lines is None:
+        return text
+    if lines <= 0:
+        return ""
+    kept = text.splitlines(keepends=True)[-lines:]
+    return "".join(kept)
+
+
+def follow(paths: Sequence[Path], *, interval: float = 1.0, stop: Callable[[], bool] = lambda: False,
+           sleep: Callable[[float], None] = time.sleep, from_end: bool = True) -> Iterator[tuple[Path, str]]:
+    """Yield ``(path, new text)`` as the files grow, like ``tail -f`` on several files, until ``stop()``.
+
+    A file that does not exist yet is waited for; one that shrinks (truncated, replaced) is read again
+    from its start.
+
+    Args:
+        paths: The files.
+        interval: Seconds between looks.
+        stop: Checked after each look; true ends the iteration.
+        sleep: Injected for tests.
+        from_end: Start at each file's current end (else at its start).
+    """
+    offsets: dict[Path, int] = {}
+    for p in paths:
+        try:
+            offsets[p] = p.stat().st_size if from_end else 0
+        except OSError:
+            offsets[p] = 0
+    while True:
+        for p in paths:
+            try:
+                size = p.stat().st_size
+            except OSError:
+                continue
+            if size < offsets[p]:
+                offsets[p] = 0
+            if size > offsets[p]:
+                with open(p, "rb") as fh:
+                    fh.seek(offsets[p])
+                    data = fh.read(min(size - offsets[p], TAIL_MAX_BYTES))
+                offsets[p] += len(data)
+                yield p, data.decode("utf-8", errors="replace")
+        if stop():
+            return
+        sleep(interval)
+
+
+def point_log_preamble() -> tuple[str, ...]:
+    """Lines of the array script that send the point's output to its run folder (after ``mkdir`` of it).
+
+    A header line naming the job goes to ``stderr.log`` first, and a pointer to the files to the
+    scheduler's own stdout, so both places tell where the output went.
+    """
+    return (
+        f'printf \'hpcjobs: point %s: stdout and stderr go to %s/{LOG_OUT} and {LOG_ERR}\\n\' '
+        '"$HPCJOBS_POINT_ID" "$HPCJOBS_RUN_DIR"',
+        f'exec >>"$HPCJOBS_RUN_DIR/{LOG_OUT}" 2>>"$HPCJOBS_RUN_DIR/{LOG_ERR}"',
+        "printf '=== hpcjobs: job %s on %s at %s ===\\n' \"${HPCJOBS_JOB_ID:-${SLURM_JOB_ID:-${PBS_JOBID:-?}}}\" "
+        "\"$(hostname 2>/dev/null || echo '?')\" \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" >&2",
+    )
+
+
+__all__ = ["LOG_ERR", "LOG_OUT", "POINTS_DIR", "BoundedReadError", "PointLogs", "follow", "point_log_preamble",
+           "read_bounded", "scheduler_log_stem", "sweep_logs", "tail_text"]
