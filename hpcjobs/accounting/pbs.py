@@ -42,7 +42,7 @@ Source = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 _TIME_COLS = ("submit_time", "eligible_time", "start_time", "end_time")
 _DURATION_COLS = ("wait", "elapsed", "time_limit", "cpu_time")
 _INT_COLS = ("array_task_id", "exit_code", "exit_signal", "nodes", "cpus", "gpus", "req_mem_bytes",
-             "max_rss_bytes", "chunk")
+             "max_rss_bytes", "mem_used_bytes", "chunk")
 
 
 def rows_to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -148,6 +148,7 @@ def build_row(
         "gpus": gpus,
         "req_mem_bytes": req_mem,
         "max_rss_bytes": pbs.parse_size(resources_used.get("mem")),
+        "mem_used_bytes": pbs.parse_size(resources_used.get("mem")),  # the whole job's, as the MoM sums it
         "cpu_time": pbs.parse_duration(resources_used.get("cput")),
         "node_list": ",".join(hosts) if hosts else None,
         "comment": tag or comment,

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hpcjobs import states as st
+from hpcjobs.accounting import sacct_gpu as gpu_usage
 from hpcjobs.accounting import sacct_numpy as nx
 from hpcjobs.accounting.sacct_scan import Columns
 from hpcjobs.accounting.schema import COLUMNS
@@ -162,6 +163,8 @@ def _na_series(dtype: Any, n: int) -> pd.Series:
         return _str_series(pa.nulls(n, pa.large_string()))
     if name == "Int64":
         return pd.Series(pd.arrays.IntegerArray(np.zeros(n, np.int64), np.ones(n, bool)), copy=False)
+    if name == "Float64":
+        return pd.Series(pd.arrays.FloatingArray(np.zeros(n, np.float64), np.ones(n, bool)), copy=False)
     if name == "category":
         cats = dtype.categories if isinstance(dtype, pd.CategoricalDtype) and dtype.categories is not None else []
         return pd.Series(pd.Categorical.from_codes(np.full(n, -1), categories=cats), copy=False)
@@ -458,16 +461,27 @@ def _raw_ids_and_rss(col: Columns, tz: str) -> dict[str, pd.Series]:
             raw = parts.values.take(pa.array(offsets[:-1], mask=~valid))
         out["job_id_raw"] = _str_series(raw)
         job_key = _int_or_null(raw)
+    if is_step.any() and "jobidraw" not in col and not scanned:  # key by the job part of JobID
+        jt = _Bytes(col["jobid"])
+        dot = jt.find(".")
+        job_key = jt.slice(0, np.where(dot >= 0, dot, jt.len), jt.valid)
     if "maxrss" in col:
         rss = _memory_bytes(col["maxrss"])
+        used = gpu_usage.memory_used(rss, _int_or_null(col["ntasks"]) if "ntasks" in col else None)
         if is_step.any():
-            if "jobidraw" not in col and not scanned:  # key by the job part of JobID
-                jt = _Bytes(col["jobid"])
-                dot = jt.find(".")
-                job_key = jt.slice(0, np.where(dot >= 0, dot, jt.len), jt.valid)
             out["max_rss_bytes"] = _int_series(*_fill_job_max(rss, job_key, is_step))
+            out["mem_used_bytes"] = _int_series(*_fill_job_max(used, job_key, is_step))
         else:
             out["max_rss_bytes"] = _int_series(rss)
+            out["mem_used_bytes"] = _int_series(used)
+    gpu = gpu_usage.sacct_gpu_usage(col)
+    if gpu is not None:
+        util, gmem = gpu
+        if is_step.any():  # a job row without its own figure (AdminComment) takes the max over its steps
+            util, gmem = (pa.array(v, pa.int64(), mask=m)
+                          for v, m in (_fill_job_max(util, job_key, is_step), _fill_job_max(gmem, job_key, is_step)))
+        out["gpu_utilization"] = gpu_usage.util_series(util)
+        out["gpu_mem_max_bytes"] = _int_series(gmem)
     return out
 
 
@@ -601,4 +615,6 @@ def assemble_frame(out: dict[str, pd.Series], n: int) -> pd.DataFrame:
     Returns:
         A DataFrame conforming to :mod:`hpcjobs.accounting.schema`.
     """
+    if "mem_used_bytes" in out and "req_mem_bytes" in out:  # MaxRSS × NTasks can pass what the job could hold
+        out["mem_used_bytes"] = gpu_usage.bounded(out["mem_used_bytes"], out["req_mem_bytes"], out["max_rss_bytes"])
     return _assemble(out, n)

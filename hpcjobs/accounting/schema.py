@@ -39,7 +39,10 @@ gpus               Int64                     GPUs allocated (requested if not st
 gpu_type           category                  GPU model if the request named one
 req_mem_bytes      Int64                     memory requested for the whole job, bytes
 max_rss_bytes      Int64                     peak resident memory, bytes (max over steps for a job row)
+mem_used_bytes     Int64                     memory used (Slurm: MaxRSS × NTasks, at most the request)
 cpu_time           timedelta64[ns]           CPU time used (user + system)
+gpu_utilization    Float64                   mean GPU utilisation, fraction, from the scheduler's own records
+gpu_mem_max_bytes  Int64                     largest GPU memory used by one GPU, from the scheduler's own records
 node_list          string                    nodes the job ran on
 comment            string                    job comment (holds the hpcjobs tag)
 sweep_id           category                  hpcjobs sweep id, from the tag, NA if not an hpcjobs job
@@ -88,7 +91,10 @@ COLUMNS: dict[str, Any] = {
     "gpu_type": "category",
     "req_mem_bytes": "Int64",
     "max_rss_bytes": "Int64",
+    "mem_used_bytes": "Int64",
     "cpu_time": "timedelta64[ns]",
+    "gpu_utilization": "Float64",
+    "gpu_mem_max_bytes": "Int64",
     "node_list": "string",
     "comment": "string",
     "sweep_id": "category",

@@ -41,7 +41,7 @@ from hpcjobs.accounting.slurm_json import read_sacct_json
 from hpcjobs.errors import SchedulerOutputError, reading_output_of
 from hpcjobs.process import CommandResult, output_limits, run_command
 
-__all__ = ["SACCT_ACCOUNTING_FIELDS", "query_sacct", "read_sacct_json", "read_sacct_parsable2",
+__all__ = ["SACCT_ACCOUNTING_FIELDS", "SACCT_QUERY_FIELDS", "query_sacct", "read_sacct_json", "read_sacct_parsable2",
            "sacct_accounting_argv"]
 
 #: Fields asked of sacct for accounting; Comment last because it is free text.
@@ -49,6 +49,11 @@ SACCT_ACCOUNTING_FIELDS: tuple[str, ...] = (
     "JobID", "JobIDRaw", "JobName", "User", "Account", "Partition", "QOS", "Cluster", "State",
     "ExitCode", "Submit", "Eligible", "Start", "End", "ElapsedRaw", "Timelimit", "NNodes", "AllocCPUS",
     "ReqCPUS", "AllocTRES", "ReqTRES", "ReqMem", "MaxRSS", "TotalCPU", "NodeList", "Comment",
+)
+#: Fields :func:`query_sacct` asks for: the above plus NTasks (memory used = MaxRSS × NTasks), the usage TRES
+#: (``gres/gpuutil``, ``gres/gpumem``) and AdminComment (jobstats), before the free-text Comment.
+SACCT_QUERY_FIELDS: tuple[str, ...] = (
+    *SACCT_ACCOUNTING_FIELDS[:-1], "NTasks", "TRESUsageInAve", "TRESUsageInMax", "AdminComment", "Comment",
 )
 
 _SACCT_TIME_FMT = "%Y-%m-%dT%H:%M:%S"
@@ -154,7 +159,7 @@ def read_sacct_parsable2(
     prepared = prepare(source, fields, delimiter)
     if not prepared.header:
         check_fields(sample_lines(prepared.source, False), prepared.names, prepared.sep,
-                     given=fields is not None and fields is not SACCT_ACCOUNTING_FIELDS,
+                     given=fields is not None and tuple(fields) != SACCT_ACCOUNTING_FIELDS,
                      shown=list(fields) if fields is not None else None)
     col, skipped = read_columns(prepared)
     n = len(next(iter(col.values())))
@@ -250,7 +255,7 @@ def query_sacct(
     start_, end_ = _aware(start), _aware(end or now_)
     store = WindowCache() if cache is True else (cache or None)
     shape = sacct_accounting_argv(users=users, accounts=accounts, all_users=all_users, job_ids=job_ids,
-                                  states=states, steps=steps)
+                                  states=states, steps=steps, fields=SACCT_QUERY_FIELDS)
     env = {"TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}
     frames = []
     for ws, we in _windows(start_, end_, window):
@@ -259,11 +264,11 @@ def query_sacct(
         df = store.load(key) if (store is not None and final) else None
         if df is None:
             argv = sacct_accounting_argv(users=users, accounts=accounts, all_users=all_users, job_ids=job_ids,
-                                         states=states, steps=steps, start=ws, end=we)
+                                         states=states, steps=steps, start=ws, end=we, fields=SACCT_QUERY_FIELDS)
             with output_limits(None):  # accounting text for reports: hundreds of MB is legitimate
                 result = run(argv, timeout=timeout, env=env)
             with reading_output_of(result.argv, result.stdout, result.returncode):
-                df = read_sacct_parsable2(result.stdout, SACCT_ACCOUNTING_FIELDS)
+                df = read_sacct_parsable2(result.stdout, SACCT_QUERY_FIELDS)
             if store is not None and final:
                 store.store(key, df)
         frames.append(df)

@@ -81,6 +81,13 @@ def _step_max_rss(step: dict[str, Any]) -> int | None:
     return None
 
 
+def _step_used(step: dict[str, Any]) -> int | None:
+    """MaxRSS × the step's task count (see :mod:`hpcjobs.accounting.sacct_gpu`)."""
+    rss = _step_max_rss(step)
+    tasks = _num((step.get("tasks") or {}).get("count")) if isinstance(step.get("tasks"), dict) else None
+    return rss * tasks if rss is not None and isinstance(tasks, int) and tasks > 1 else rss
+
+
 def _cpu_seconds(time: dict[str, Any]) -> float | None:
     total = time.get("total")
     if isinstance(total, dict) and ("seconds" in total or "microseconds" in total):
@@ -164,6 +171,7 @@ def read_sacct_json(source: str | bytes | dict[str, Any] | os.PathLike[str]) -> 
         }
         steps = [s for s in job.get("steps") or [] if isinstance(s, dict)]
         step_rss = [r for r in (_step_max_rss(s) for s in steps) if r is not None]
+        step_used = [r for r in (_step_used(s) for s in steps) if r is not None]
         step_cpu = [c for c in (_cpu_seconds(s.get("time") or {}) for s in steps) if c is not None]
         job_cpu = _cpu_seconds(t)
         state_raw = _first_state(job.get("state"))
@@ -177,6 +185,7 @@ def read_sacct_json(source: str | bytes | dict[str, Any] | os.PathLike[str]) -> 
             "gpus": alloc.get("gpus", req.get("gpus")), "gpu_type": alloc.get("gpu_type", req.get("gpu_type")),
             "req_mem_bytes": mem_mb * 1024**2 if isinstance(mem_mb, int) else None,
             "max_rss_bytes": max(step_rss) if step_rss else None,
+            "mem_used_bytes": max(step_used) if step_used else None,
             "cpu_s": job_cpu if job_cpu else (sum(step_cpu) if step_cpu else job_cpu),
             "node_list": job.get("nodes"),
         })
@@ -195,7 +204,7 @@ def read_sacct_json(source: str | bytes | dict[str, Any] | os.PathLike[str]) -> 
                 "elapsed_s": _num(st_time.get("elapsed")), "time_limit_s": None,
                 "nodes": _num((s.get("nodes") or {}).get("count")), "cpus": s_alloc.get("cpu"),
                 "gpus": s_alloc.get("gpus"), "gpu_type": s_alloc.get("gpu_type"), "req_mem_bytes": None,
-                "max_rss_bytes": _step_max_rss(s), "cpu_s": _cpu_seconds(st_time),
+                "max_rss_bytes": _step_max_rss(s), "mem_used_bytes": _step_used(s), "cpu_s": _cpu_seconds(st_time),
                 "node_list": (s.get("nodes") or {}).get("range"),
             })
     if not rows:

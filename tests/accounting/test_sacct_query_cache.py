@@ -22,7 +22,7 @@ def _row(job: str, raw: str, start: str, end: str, state: str = "COMPLETED") -> 
     values = {"jobid": job, "jobidraw": raw, "jobname": "j", "user": "alice", "state": state, "exitcode": "0:0",
               "submit": start, "eligible": start, "start": start, "end": end, "elapsedraw": "60",
               "timelimit": "01:00:00", "nnodes": "1", "alloccpus": "1", "reqmem": "1G"}
-    return "|".join(values.get(f.lower(), "") for f in acct.SACCT_ACCOUNTING_FIELDS)
+    return "|".join(values.get(f.lower(), "") for f in acct.SACCT_QUERY_FIELDS)
 
 
 class FakeSacct:
@@ -127,5 +127,6 @@ def test_atomic_store_leaves_no_temp_on_failure(monkeypatch: pytest.MonkeyPatch,
 
     monkeypatch.setattr(cache_mod.os, "replace", boom)
     with pytest.raises(OSError):
-        store.store("k", acct.read_sacct_parsable2(_row("1", "1", "2026-12-01T10:00:00", "Unknown") + "\n"))
+        store.store("k", acct.read_sacct_parsable2(_row("1", "1", "2026-12-01T10:00:00", "Unknown") + "\n",
+                                              acct.SACCT_QUERY_FIELDS))
     assert os.listdir(tmp_path) == []

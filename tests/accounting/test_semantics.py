@@ -198,3 +198,71 @@ def test_generated_torque_records(parts: list[tuple[int | str, int | None, int, 
     rng.shuffle(res)
     row = _one(read_torque_accounting(_LINE.format(job="45.master", res=" ".join(res)), tz="UTC"))
     assert (row["cpus"], row["gpus"]) == (want_cpus, want_gpus)
+
+
+# --------------------------------------------------------------------------- memory used and GPU usage (Slurm)
+
+
+def test_two_task_step_memory_is_maxrss_times_ntasks() -> None:
+    """Real capture (testbed, 2 tasks holding 150 MiB each): MaxRSS 162016K is one task's peak."""
+    df = read_sacct_parsable2((DATA / "slurm/testbed-22.05_sacct-2task-step.txt").read_text(), None)
+    job = df[df["step"].isna()].iloc[0]
+    assert job["max_rss_bytes"] == 162016 * 1024
+    assert job["mem_used_bytes"] == 2 * 162016 * 1024  # ≈ TRESUsageInTot mem=323896K, seff's figure
+    from hpcjobs.accounting.reports import efficiency
+    assert efficiency(df)["mem_efficiency"].iloc[0] == pytest.approx(2 * 162016 / (1024 * 1024))
+
+
+def test_memory_used_is_bounded_by_the_request() -> None:
+    df = read_sacct_parsable2("1|1|100M|\n1.0|1.0||80M\n", ["JobID", "JobIDRaw", "ReqMem", "MaxRSS"])
+    assert df["mem_used_bytes"].tolist() == [80 * 2**20, 80 * 2**20]  # no NTasks: MaxRSS itself
+    df = read_sacct_parsable2("1|1|100M||\n1.0|1.0||80M|4\n", ["JobID", "JobIDRaw", "ReqMem", "MaxRSS", "NTasks"])
+    assert df["mem_used_bytes"].tolist() == [100 * 2**20, 320 * 2**20]  # the job row at most its request
+
+
+# TRESUsageInAve of a real job, published in ResearchComputing/Documentation pull request 498
+# (docs/compute/monitoring-resources.md): one GPU, gres/gpuutil=100, gres/gpumem in bytes.
+_CURC_AVE = ("cpu=00:56:24,energy=0,fs/disk=350130624578,gres/gpumem=40777023488,gres/gpuutil=100,"
+             "mem=10621726720,pages=3465,vmem=10439041024")
+
+
+def test_usage_tres_gpu_figures() -> None:
+    text = (f"18194943|18194943|billing=8,cpu=8,gres/gpu=1,mem=32G,node=1||\n"
+            f"18194943.batch|18194943.batch|cpu=8,gres/gpu=1,mem=32G,node=1|{_CURC_AVE}|{_CURC_AVE}\n"
+            "18194944|18194944|billing=8,cpu=8,gres/gpu=4,node=1||\n"
+            "18194944.0|18194944.0|cpu=8,gres/gpu=4,node=1|gres/gpuutil=396,mem=1G|gres/gpumem=20500736K\n")
+    df = read_sacct_parsable2(text, ["JobID", "JobIDRaw", "AllocTRES", "TRESUsageInAve", "TRESUsageInMax"])
+    jobs = df[df["step"].isna()].set_index("job_id")
+    assert jobs.loc["18194943", "gpu_utilization"] == pytest.approx(1.0)
+    assert jobs.loc["18194943", "gpu_mem_max_bytes"] == 40777023488
+    assert jobs.loc["18194944", "gpu_utilization"] == pytest.approx(0.99)  # summed over 4 GPUs
+    assert jobs.loc["18194944", "gpu_mem_max_bytes"] == 20500736 * 1024
+
+
+# jobstats AdminComments (JS1: base64 of gzip of JSON) from the public tests of troycomi/reportseff
+# (tests/test_reportseff.py, bad_gpu: 1 GPU, memory but no utilisation) and PrincetonUniversity/jobstats
+# (README.md, job 39861033: no GPU).
+_JS_GPU = ("JS1:H4sIAMMP3WMC/12NQQrDIBRE7/LXthj1q9/LhFAlFLSGRhdFvHuTphTS5TDz3jR4ZB9WcA18iHG6RC5n3GPJZYpjCik/X+CUIEXa"
+           "CNIM6hr8rxi0sUSEKNgXKfcUwAmjub4Sg9tSN/3AYF7qeJY2kOAsbrxUSIL3Y3TyHxuDUiuJovf+f2Ok/WD7SX8DnGNK388AAAA=")
+_JS_CPU = ("JS1:H4sIACj7KWIC/1XNQQrCMBCF4bvMOkonIzNpLyOhGUVIGmnSRSm5u1FEcPt/PN4BSw5aYDogaIz+tNoZF+R3qLn6eE2a8rrDxE"
+           "5wvAgLsYGtaPiJFbRCxCMP5juqj6QdHJE79zg/t37hWvt34gEN3D9487FoewEKn+eojwAAAA==")
+
+
+def test_jobstats_admin_comment() -> None:
+    import base64
+    import gzip
+    import json
+
+    from hpcjobs.accounting.sacct_gpu import jobstats_summary
+    assert jobstats_summary(_JS_GPU) == (None, 875364352)
+    assert jobstats_summary(_JS_CPU) == (None, None)
+    doc = {"nodes": {"a": {"gpu_utilization": {"0": 50.0, "1": 100.0}, "gpu_used_memory": {"0": 10, "1": 30}}},
+           "total_time": 60, "gpus": 2}
+    made = "JS1:" + base64.b64encode(gzip.compress(json.dumps(doc).encode())).decode()
+    assert jobstats_summary(made) == (750_000, 30)
+    assert jobstats_summary("JS1:not base64!") == (None, None)
+    df = read_sacct_parsable2(f"45352405|45352405|{_JS_GPU}\n45352406|45352406|{made}\n45352407|45352407|Short\n",
+                              ["JobID", "JobIDRaw", "AdminComment"])
+    assert df["gpu_mem_max_bytes"].tolist()[:2] == [875364352, 30]
+    assert pd.isna(df["gpu_utilization"].iloc[0]) and df["gpu_utilization"].iloc[1] == pytest.approx(0.75)
+    assert df["gpu_utilization"].dtype == "Float64"

@@ -154,7 +154,7 @@ def test_report_sacct_keeps_all_rows_and_replaces_bad_bytes(tmp_path: Path,
                   "eligible": "2026-12-01T10:00:00", "start": "2026-12-01T10:00:00",
                   "end": "2026-12-01T11:00:00", "elapsedraw": "3600", "timelimit": "01:00:00", "nnodes": "1",
                   "alloccpus": "1", "reqmem": "1G"}
-        return "|".join(values.get(f.lower(), "") for f in acct.SACCT_ACCOUNTING_FIELDS)
+        return "|".join(values.get(f.lower(), "") for f in acct.SACCT_QUERY_FIELDS)
 
     n = 60_000  # more than the default bound of a command's stdout
     data = ("\n".join(row(i) for i in range(1, n + 1)) + "\n").encode("utf-8", "surrogateescape")
