@@ -24,7 +24,7 @@ The sweep analysis (:func:`sweep_frame`, :func:`failure_params`) lives in
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -82,10 +82,10 @@ def input_warnings(df: pd.DataFrame) -> list[str]:
     Returns:
         One message per kind of problem found (empty when there is none).
     """
-    jobs = df[df["step"].isna()]
+    is_job = df["step"].isna().to_numpy(dtype=bool)
     out = []
     for column, what in (("elapsed", "elapsed time (end before start)"), ("cpu_time", "CPU time")):
-        n = int(_negative(_seconds(jobs[column])).sum())
+        n = int((_negative(_seconds(df[column])).to_numpy() & is_job).sum())
         if n:
             out.append(f"{n} job{'s' if n != 1 else ''} with a negative {what}: their efficiencies and "
                        "core-hours are left empty")
@@ -96,8 +96,8 @@ def job_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The job/allocation rows of ``df`` (``step`` is NA), one per job.
 
     A job row whose ``max_rss_bytes`` is missing takes the maximum over its step rows (matched on
-    ``job_id`` and ``job_id_raw``), which is what sacct's job rows lack. When a job appears more than
-    once (``sacct --duplicates`` of a requeued job) the row submitted last is kept.
+    ``job_id``), which is what sacct's job rows lack. When a job appears more than once
+    (``sacct --duplicates`` of a requeued job) the row submitted last is kept.
 
     Args:
         df: A schema DataFrame.
@@ -105,14 +105,39 @@ def job_rows(df: pd.DataFrame) -> pd.DataFrame:
     Returns:
         The job rows, index reset, schema columns and dtypes unchanged.
     """
-    is_job = df["step"].isna()
-    jobs = df[is_job]
-    steps = df[~is_job]
-    if len(steps) and jobs["max_rss_bytes"].isna().any():
-        peak = steps.groupby("job_id", observed=True, sort=False)["max_rss_bytes"].max()
-        filled = jobs["job_id"].map(peak).astype("Int64")
-        jobs = jobs.assign(max_rss_bytes=jobs["max_rss_bytes"].fillna(filled))
-    if jobs["job_id"].duplicated().any():
+    return _job_rows(df)
+
+
+#: Columns :func:`_job_rows` needs whatever the caller keeps.
+_ROW_KEYS = frozenset({"step", "job_id", "cluster", "submit_time", "max_rss_bytes"})
+_NO_PEAK = np.iinfo(np.int64).min
+
+
+def _job_rows(df: pd.DataFrame, columns: Collection[str] | None = None) -> pd.DataFrame:
+    """:func:`job_rows` keeping only ``columns`` (and the few it needs itself; default: all).
+
+    Nothing is copied but the job rows of the kept columns: the step peaks are a maximum over
+    integer codes of ``job_id``, not a groupby on the text.
+    """
+    is_job = df["step"].isna().to_numpy(dtype=bool)
+    cols = list(df.columns) if columns is None else [c for c in df.columns if c in columns or c in _ROW_KEYS]
+    all_jobs = bool(is_job.all())
+    jobs = df[cols] if all_jobs else df.loc[is_job, cols]
+    codes: np.ndarray | None = None
+    if not all_jobs and jobs["max_rss_bytes"].isna().any():
+        codes = pd.factorize(df["job_id"])[0]  # NA ids: -1, never matched (as groupby drops them)
+        rss = df["max_rss_bytes"]
+        from_step = ~is_job & rss.notna().to_numpy(dtype=bool) & (codes >= 0)
+        if from_step.any():
+            peak = np.full(int(codes.max()) + 1, _NO_PEAK, dtype=np.int64)
+            np.maximum.at(peak, codes[from_step], rss.to_numpy(dtype=np.int64, na_value=0)[from_step])
+            job_codes = codes[is_job]
+            best = peak[np.maximum(job_codes, 0)]
+            found = (job_codes >= 0) & (best != _NO_PEAK)
+            filled = pd.Series(pd.arrays.IntegerArray(np.where(found, best, 0), ~found), index=jobs.index)
+            jobs = jobs.assign(max_rss_bytes=jobs["max_rss_bytes"].fillna(filled))
+    job_codes = pd.factorize(jobs["job_id"])[0] if codes is None else codes[is_job]
+    if len(job_codes) and (np.bincount(job_codes + 1).max(initial=0) > 1):
         jobs = jobs.sort_values("submit_time", kind="stable").drop_duplicates(
             ["job_id", "cluster"], keep="last").sort_index()
     return jobs.reset_index(drop=True)
@@ -152,7 +177,16 @@ def efficiency(df: pd.DataFrame, gpu: pd.DataFrame | None = None) -> pd.DataFram
         hours ``Float64``; NA where undefined (no elapsed time, no request, no limit, no sampler file,
         a negative elapsed or CPU time: see :func:`input_warnings`).
     """
-    jobs = job_rows(df)
+    return _efficiency(_job_rows(df, _EFFICIENCY_INPUT), gpu)
+
+
+#: The job-row columns :func:`efficiency` reads (those not in a frame are left out).
+_EFFICIENCY_INPUT = frozenset({*EFFICIENCY_COLUMNS[:19], "job_id_raw", "mem_used_bytes", "gpu_utilization",
+                               "gpu_mem_max_bytes"})
+
+
+def _efficiency(jobs: pd.DataFrame, gpu: pd.DataFrame | None) -> pd.DataFrame:
+    """:func:`efficiency` of job rows (as :func:`_job_rows` returns them)."""
     elapsed_s = _seconds(jobs["elapsed"])
     cpus = jobs["cpus"].astype("Float64")
     gpus = jobs["gpus"].astype("Float64")
@@ -228,13 +262,32 @@ def worst_offenders(df: pd.DataFrame, n: int = 10, by: str = "core_hours_wasted"
     eff = _as_efficiency(df)
     if by not in eff.columns:
         raise KeyError(f"unknown measure {by!r}; choose one of {', '.join(EFFICIENCY_COLUMNS[19:])}")
-    eff = eff[eff[by].notna()]
+    keep = eff[by].notna().to_numpy(dtype=bool)
     ascending = by in LOW_IS_BAD
     if ascending:
-        eff = eff[eff["elapsed"] > pd.Timedelta(0)]
+        keep = keep & (eff["elapsed"] > pd.Timedelta(0)).to_numpy(dtype=bool)
     if by.startswith("gpu_"):
-        eff = eff[eff["gpu_hours"].fillna(0) > 0]
-    return eff.sort_values(by, ascending=ascending, kind="stable").head(n).reset_index(drop=True)
+        keep = keep & (eff["gpu_hours"].fillna(0) > 0).to_numpy(dtype=bool)
+    rows = _top_candidates(eff[by], np.flatnonzero(keep), n, ascending)
+    # sort the one column (positions of the kept rows), then take n whole rows: no copy of the frame
+    ranked = pd.Series(eff[by].array[rows]).sort_values(ascending=ascending, kind="stable").index[:n]
+    return eff.iloc[rows[ranked]].reset_index(drop=True)
+
+
+def _top_candidates(column: pd.Series, rows: np.ndarray, n: int, ascending: bool) -> np.ndarray:
+    """The positions among ``rows`` whose value ties or beats the n-th best: the rows a stable sort puts first.
+
+    Every value strictly worse than the n-th best sorts after it, so sorting only these candidates
+    (in their order) gives the same first ``n`` rows as sorting all of them.
+    """
+    if n <= 0 or len(rows) <= 4 * n:
+        return rows
+    values = column.to_numpy(dtype=float, na_value=np.nan)[rows]
+    if np.isnan(values).any():
+        return rows
+    if ascending:
+        return rows[values <= np.partition(values, n - 1)[n - 1]]
+    return rows[values >= np.partition(values, len(values) - n)[len(values) - n]]
 
 
 def waste_summary(df: pd.DataFrame, by: str | Sequence[str] = "user") -> pd.DataFrame:
@@ -297,13 +350,25 @@ def _wait_keys(jobs: pd.DataFrame, key: str, tz: str | None, bins: Sequence[pd.T
             t = t.dt.tz_convert(tz)
         if key == "hour":
             return t.dt.hour.astype("Int64").rename("hour")
-        return pd.Series(pd.Categorical(t.dt.day_name(), categories=_WEEKDAYS, ordered=True),
+        day = t.dt.dayofweek.to_numpy(dtype=float, na_value=np.nan)  # 0 = Monday, as _WEEKDAYS
+        codes = np.where(np.isnan(day), -1, day).astype(np.int8)
+        return pd.Series(pd.Categorical.from_codes(codes, categories=_WEEKDAYS, ordered=True),
                          index=jobs.index, name="weekday")
     if key == "walltime":
         return _walltime_bin(jobs["time_limit"], bins).rename("walltime")
     if key in ("gpus", "nodes"):
         return jobs[key].fillna(0).astype("Int64")
     return jobs[key]
+
+
+#: The job-row columns the queue-wait tables read (besides their keys).
+_WAIT_INPUT = frozenset({"state", "elapsed", "start_time", "wait", "eligible_time", "submit_time", "time_limit",
+                         "partition", "gpus", "nodes"})
+
+
+def _waited(jobs: pd.DataFrame) -> pd.DataFrame:
+    """The job rows whose queue wait is over: they started and have a wait."""
+    return jobs[(_started(jobs) & jobs["wait"].notna()).to_numpy(dtype=bool)]
 
 
 def queue_wait(df: pd.DataFrame, by: str | Sequence[str] = "partition", *, tz: str | None = None,
@@ -325,10 +390,13 @@ def queue_wait(df: pd.DataFrame, by: str | Sequence[str] = "partition", *, tz: s
         queued) are left out: their wait is not over.
     """
     keys = [by] if isinstance(by, str) else list(by)
-    jobs = job_rows(df)
-    jobs = jobs[_started(jobs) & jobs["wait"].notna()]
-    cols = {k: _wait_keys(jobs, k, tz, walltime_bins) for k in keys}
-    frame = pd.DataFrame(cols)
+    return _queue_wait(_waited(_job_rows(df, _WAIT_INPUT | set(keys))), keys, tz, walltime_bins)
+
+
+def _queue_wait(jobs: pd.DataFrame, keys: list[str], tz: str | None,
+                walltime_bins: Sequence[pd.Timedelta]) -> pd.DataFrame:
+    """:func:`queue_wait` of the job rows :func:`_waited` kept."""
+    frame = pd.DataFrame({k: _wait_keys(jobs, k, tz, walltime_bins) for k in keys})
     frame["_w"] = jobs["wait"].dt.total_seconds()
     g = frame.groupby(keys, observed=True, dropna=False, sort=True)["_w"]
     out = pd.DataFrame({
@@ -343,7 +411,12 @@ def queue_wait(df: pd.DataFrame, by: str | Sequence[str] = "partition", *, tz: s
 
 def queue_wait_report(df: pd.DataFrame, *, tz: str | None = None) -> dict[str, pd.DataFrame]:
     """:func:`queue_wait` by each of :data:`WAIT_KEYS`, keyed ``by_<key>``."""
-    return {f"wait_by_{k}": queue_wait(df, k, tz=tz) for k in WAIT_KEYS}
+    return _queue_wait_report(_job_rows(df, _WAIT_INPUT), tz)
+
+
+def _queue_wait_report(jobs: pd.DataFrame, tz: str | None) -> dict[str, pd.DataFrame]:
+    waited = _waited(jobs)
+    return {f"wait_by_{k}": _queue_wait(waited, [k], tz, WALLTIME_BINS) for k in WAIT_KEYS}
 
 
 # ---------------------------------------------------------------------------
@@ -360,7 +433,14 @@ def failures_by_state(df: pd.DataFrame) -> pd.DataFrame:
         ``state``, ``jobs``, ``fraction`` (of all jobs), ``failure`` (True for the terminal states
         that count as a failure of the job, :data:`hpcjobs.states.FAILURE_STATES`); most jobs first.
     """
-    jobs = job_rows(df)
+    return _failures_by_state(_job_rows(df, _FAILURE_INPUT))
+
+
+#: The job-row columns the failure tables read.
+_FAILURE_INPUT = frozenset({"scheduler", "state", "exit_code", "exit_signal"})
+
+
+def _failures_by_state(jobs: pd.DataFrame) -> pd.DataFrame:
     counts = jobs["state"].value_counts(sort=False)
     counts = counts[counts > 0]
     out = pd.DataFrame({"state": counts.index.astype(str), "jobs": counts.to_numpy()})
@@ -377,14 +457,14 @@ _STATE_MEANING = {
 }
 
 
-#: Negative PBS Pro / OpenPBS ``Exit_status`` (JOB_EXEC_*, notes/pbs-formats.md §2.1).
+#: Negative PBS Pro / OpenPBS ``Exit_status`` (JOB_EXEC_* in OpenPBS ``src/include/job.h``).
 _PBS_EXEC = {
     -1: "could not start", -2: "could not start", -3: "start failed, will retry", -4: "aborted on MOM start",
     -10: "invalid uid/gid", -11: "rerun", -12: "checkpointed and killed", -20: "mother superior lost",
     -22: "hook error", -24: "ncpus exceeded", -25: "ncpus exceeded", -26: "vmem exceeded", -27: "mem exceeded",
     -28: "cput exceeded", -29: "walltime exceeded",
 }
-#: Negative Torque ``exit_status`` (notes/pbs-formats.md §2.2).
+#: Negative Torque ``exit_status`` (JOB_EXEC_* in Torque ``src/include/pbs_job.h``).
 _TORQUE_EXEC = {
     -1: "could not start", -2: "could not start", -3: "start failed, will retry", -4: "aborted on MOM start",
     -8: "command could not be run", -9: "cannot create stdout/stderr", -10: "memory limit exceeded",
@@ -393,7 +473,7 @@ _TORQUE_EXEC = {
 
 
 def exit_meaning(scheduler: str, code: Any, sig: Any, state: str | None = None) -> str:
-    """A short human explanation of an exit code/signal pair (see ``notes/pbs-formats.md`` §2).
+    """A short human explanation of an exit code/signal pair (OpenPBS ``job.h``, Torque ``pbs_job.h``).
 
     Args:
         scheduler: ``slurm``, ``pbspro`` or ``torque``.
@@ -440,16 +520,22 @@ def failures_by_exit(df: pd.DataFrame) -> pd.DataFrame:
         ``state``, ``exit_code``, ``exit_signal``, ``meaning`` (:func:`exit_meaning`), ``jobs``; only
         jobs in :data:`~hpcjobs.states.FAILURE_STATES`; most jobs first.
     """
-    jobs = job_rows(df)
-    jobs = jobs[jobs["state"].isin(FAILURE_STATES)]
+    return _failures_by_exit(_job_rows(df, _FAILURE_INPUT))
+
+
+def _failures_by_exit(jobs: pd.DataFrame) -> pd.DataFrame:
+    jobs = jobs[jobs["state"].isin(FAILURE_STATES).to_numpy(dtype=bool)]
+    keys = ["scheduler", "state", "exit_code", "exit_signal"]
     frame = pd.DataFrame({
-        "scheduler": jobs["scheduler"].astype(str),
-        "state": jobs["state"].astype(str),
+        "scheduler": jobs["scheduler"],
+        "state": jobs["state"],
         "exit_code": jobs["exit_code"],
         "exit_signal": jobs["exit_signal"].fillna(0).astype("Int64"),
     })
-    g = frame.groupby(["scheduler", "state", "exit_code", "exit_signal"], dropna=False, sort=True)
-    out = g.size().rename("jobs").reset_index()
+    # grouped on the category codes; the few groups are then named and ordered as text
+    out = frame.groupby(keys, observed=True, dropna=False, sort=False).size().rename("jobs").reset_index()
+    out = out.astype({"scheduler": str, "state": str})
+    out = out.sort_values(keys, kind="stable", na_position="last").reset_index(drop=True)
     out["meaning"] = [exit_meaning(s, c, g_, st) for s, c, g_, st in
                       zip(out["scheduler"], out["exit_code"], out["exit_signal"], out["state"], strict=True)]
     out["jobs"] = out["jobs"].astype("Int64")
@@ -460,7 +546,11 @@ def failures_by_exit(df: pd.DataFrame) -> pd.DataFrame:
 
 def failures(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Both failure tables: ``{"failures_by_state": ..., "failures_by_exit": ...}``."""
-    return {"failures_by_state": failures_by_state(df), "failures_by_exit": failures_by_exit(df)}
+    return _failures(_job_rows(df, _FAILURE_INPUT))
+
+
+def _failures(jobs: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    return {"failures_by_state": _failures_by_state(jobs), "failures_by_exit": _failures_by_exit(jobs)}
 
 
 # ---------------------------------------------------------------------------
@@ -499,8 +589,10 @@ def report_tables(df: pd.DataFrame, section: str = "all", *, gpu: pd.DataFrame |
     if section not in (*SECTIONS, "all"):
         raise ValueError(f"unknown section {section!r}; choose one of {', '.join(SECTIONS)}, all")
     out: dict[str, pd.DataFrame] = {}
+    wanted = {"efficiency": _EFFICIENCY_INPUT, "wait": _WAIT_INPUT, "failures": _FAILURE_INPUT}
+    jobs = _job_rows(df, frozenset().union(*(v for k, v in wanted.items() if section in (k, "all"))))
     if section in ("efficiency", "all"):
-        eff = efficiency(df, gpu=gpu)
+        eff = _efficiency(jobs, gpu)
         for key in ("user", "account", "partition"):
             out[f"waste_by_{key}"] = waste_summary(eff, key)
         out["worst_cpu_waste"] = worst_offenders(eff, top, "core_hours_wasted")[list(OFFENDER_COLUMNS)]
@@ -508,9 +600,9 @@ def report_tables(df: pd.DataFrame, section: str = "all", *, gpu: pd.DataFrame |
             gpu_by = "gpu_hours_wasted" if eff["gpu_hours_wasted"].notna().any() else "gpu_hours"
             out["worst_gpu_waste"] = worst_offenders(eff, top, gpu_by)[list(OFFENDER_COLUMNS)]
     if section in ("wait", "all"):
-        out.update(queue_wait_report(df, tz=tz))
+        out.update(_queue_wait_report(jobs, tz))
     if section in ("failures", "all"):
-        out.update(failures(df))
+        out.update(_failures(jobs))
     return out
 
 
