@@ -206,9 +206,12 @@ def submit(experiment: str, site: str | None, overrides: tuple[str, ...], as_jso
     sub = submit_experiment(experiment, site=site, overrides=overrides)
     if as_json:
         click.echo(json.dumps({"job_id": sub.job_id, "script": str(sub.script), "tag": sub.tag.render(),
-                               "site": sub.site, "scheduler": sub.scheduler}))
+                               "site": sub.site, "scheduler": sub.scheduler,
+                               "stdout": sub.stdout and str(sub.stdout), "stderr": sub.stderr and str(sub.stderr)}))
     else:
         click.echo(f"submitted job {sub.job_id} to {sub.site} ({sub.scheduler}); script {sub.script}")
+        if sub.stdout is not None:
+            click.echo(f"logs: {sub.stdout} and {sub.stderr}")
 
 
 @main.group()

@@ -27,6 +27,9 @@ class Submission:
         tag: The hpcjobs tag stamped on the job (comment / variable list).
         site: Site name.
         scheduler: Scheduler family.
+        stdout: Where the job's stdout goes (the directives hpcjobs writes; ``None`` when a
+            directive of the experiment names another file).
+        stderr: Where its stderr goes.
     """
 
     job_id: str
@@ -34,6 +37,8 @@ class Submission:
     tag: JobTag
     site: str
     scheduler: str
+    stdout: Path | None = None
+    stderr: Path | None = None
 
 
 def client_for(scheduler: str) -> SchedulerClient:
@@ -79,7 +84,24 @@ def submit_rendered(
     except CommandError:
         script.unlink(missing_ok=True)  # refused: leave nothing half-done behind
         raise
-    return Submission(job_id, script, tag, job.site.name, job.scheduler)
+    out, err = job_log_paths(rendered, job_id, base)
+    return Submission(job_id, script, tag, job.site.name, job.scheduler, out, err)
+
+
+def job_log_paths(rendered: RenderedScript, job_id: str, submit_dir: Path) -> tuple[Path | None, Path | None]:
+    """The stdout and stderr files of a single (non-array) job, as the generated directives name them.
+
+    Slurm: ``<output_dir>/<name>-<job id>.out``; PBS Pro and Torque: ``<output_dir>/<name>.out``
+    (copied there when the job ends, unless the site writes directly). ``None`` where the
+    experiment's own directives choose the files.
+    """
+    job = rendered.job
+    own = " ".join(job.extra_directives)
+    if job.array is not None or any(flag in own for flag in ("--output", "--error", "-o ", "-e ")):
+        return None, None
+    stem = f"{job.name}-{job_id.split('.')[0]}" if job.scheduler == "slurm" else job.name
+    base = submit_dir / job.output_dir
+    return base / f"{stem}.out", base / f"{stem}.err"
 
 
 def submit_experiment(

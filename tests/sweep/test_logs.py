@@ -86,3 +86,17 @@ def test_follow_yields_appended_text(tmp_path: Path):
     for path, text in gen:
         seen.append((path.name, text))
     assert seen == [("a.log", "new a\n"), ("b.log", "b appears\n"), ("a.log", "x\n")]
+
+
+def test_single_job_log_paths(tmp_path: Path):
+    from hpcjobs.render.script import render_experiment
+    from hpcjobs.submit import job_log_paths
+
+    site = str(Path(__file__).resolve().parent.parent / "sites" / "hpctest.yaml")
+    exp = tmp_path / "one.yaml"
+    exp.write_text("name: one\noutput_dir: logs\ncommand: 'true'\n")
+    rendered = render_experiment(exp, site=site)
+    assert "--output=logs/%x-%j.out" in rendered.text
+    assert job_log_paths(rendered, "1234", tmp_path) == (tmp_path / "logs/one-1234.out", tmp_path / "logs/one-1234.err")
+    exp.write_text("name: one\ncommand: 'true'\ndirectives: ['--output=elsewhere.txt']\n")
+    assert job_log_paths(render_experiment(exp, site=site), "1234", tmp_path) == (None, None)
