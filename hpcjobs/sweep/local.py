@@ -52,6 +52,7 @@ from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.sweep.chunks import Chunk
 from hpcjobs.sweep.ledger import Ledger, PointRecord, SubmitterLock, new_token
 from hpcjobs.sweep.prepare import PreparedSweep, render_chunk_script, write_chunk_file
+from hpcjobs.sweep.shapes import chunk_job, group_by_shape
 from hpcjobs.sweep.submitter import SubmitReport
 
 LOCAL_PREFIX = "local-"
@@ -531,20 +532,25 @@ def run_local(prepared: PreparedSweep, ledger: Ledger, *, workers: int | None = 
         if not pending:
             return report
         used = [s.chunk for s in ledger.submissions()]
-        chunk = Chunk(max(used) + 1 if used else 0, tuple(pending))
-        token = new_token()
-        write_chunk_file(prepared, chunk.number, chunk.point_ids)
-        script = render_chunk_script(prepared, chunk.number, chunk.size, None, token)
-        job_id = f"{LOCAL_PREFIX}{os.getpid()}-{token}"
-        ledger.plan_chunk(chunk.point_ids, chunk.number, token=token, argv=["bash", str(script)])
-        ledger.mark_submitted(token, job_id)
-        report.chunks_submitted, report.points_submitted = 1, chunk.size
-        report.job_ids.append(job_id)
-        run = _Run(prepared, ledger, LocalFiles(prepared.folder), job_id, token, script, chunk.point_ids,
-                   workers or os.cpu_count() or 1, stop, progress)
-        run.execute()
-        if stop.signum:
-            raise RunnerInterrupted(stop.signum)
+        number = max(used) + 1 if used else 0
+        for _shape, ids in group_by_shape(pending, prepared.shape_of):  # one script per job shape
+            chunk = Chunk(number, tuple(ids))
+            number += 1
+            token = new_token()
+            write_chunk_file(prepared, chunk.number, chunk.point_ids)
+            script = render_chunk_script(prepared, chunk.number, chunk.size, None, token,
+                                         chunk_job(prepared.shapes, prepared.shape_of, ids, prepared.job))
+            job_id = f"{LOCAL_PREFIX}{os.getpid()}-{token}"
+            ledger.plan_chunk(chunk.point_ids, chunk.number, token=token, argv=["bash", str(script)])
+            ledger.mark_submitted(token, job_id)
+            report.chunks_submitted += 1
+            report.points_submitted += chunk.size
+            report.job_ids.append(job_id)
+            run = _Run(prepared, ledger, LocalFiles(prepared.folder), job_id, token, script, chunk.point_ids,
+                       workers or os.cpu_count() or 1, stop, progress)
+            run.execute()
+            if stop.signum:
+                raise RunnerInterrupted(stop.signum)
     return report
 
 

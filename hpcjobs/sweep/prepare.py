@@ -21,8 +21,8 @@ login node's shared filesystem, thousands of fsynced files would take minutes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hpcjobs.config.experiment import Experiment
@@ -37,6 +37,7 @@ from hpcjobs.schedulers.base import ArraySpec
 from hpcjobs.sweep.expand import Point, expand, point_env_lines
 from hpcjobs.sweep.identity import DEFAULT_SWEEP_ROOT, make_sweep_id, sweep_root  # noqa: F401 (re-exported)
 from hpcjobs.sweep.logs import point_log_preamble
+from hpcjobs.sweep.shapes import JobShape, job_shapes
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,14 @@ class PreparedSweep:
         experiment_text: Its text as read (hashed into the ledger to detect changes).
         experiment: The validated experiment (``--set`` applied).
         site: The site config.
-        job: The job every point runs, resolved and checked against the site's limits.
+        job: The job of the experiment as written, resolved and checked against the site's limits
+            (the job of every point when the sweep varies no key of the experiment).
         points: The expanded points, in order.
         submit_dir: Where jobs are submitted from (their working directory; relative output paths
             and relative paths in the command are relative to it).
+        shapes: The jobs the points run as, when parameters set keys of the experiment
+            (``resources.cpus_per_task``...; :mod:`hpcjobs.sweep.shapes`): one array per shape.
+        shape_of: Each point id's index in ``shapes``.
     """
 
     sweep_id: str
@@ -65,6 +70,8 @@ class PreparedSweep:
     job: ResolvedJob
     points: tuple[Point, ...]
     submit_dir: Path
+    shapes: tuple[JobShape, ...] = ()
+    shape_of: Mapping[str, int] = field(default_factory=dict)
 
 
 def prepare_sweep(
@@ -97,9 +104,10 @@ def prepare_sweep(
     site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler)
     points = expand(experiment.sweep, sweep_args, doc=doc)
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
+    shapes, shape_of = job_shapes(experiment, doc, site_config, site_file, job, points)
     sweep_id = make_sweep_id(experiment, sweep_args, site_config.name)
     return PreparedSweep(sweep_id, sweep_root(root) / sweep_id, experiment_path, text, experiment,
-                         site_config, job, tuple(points), Path(submit_dir or Path.cwd()).resolve())
+                         site_config, job, tuple(points), Path(submit_dir or Path.cwd()).resolve(), shapes, shape_of)
 
 
 def chunk_env_text(prepared: PreparedSweep, point_ids: Sequence[str]) -> str:
@@ -131,8 +139,12 @@ def write_chunk_file(prepared: PreparedSweep, chunk: int, point_ids: Sequence[st
     return atomic_write_text(folder / f"{chunk}.ids", "".join(f"{p}\n" for p in point_ids))
 
 
-def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle: int | None) -> ResolvedJob:
+def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle: int | None,
+                        job: ResolvedJob | None = None) -> ResolvedJob:
     """The resolved job of one chunk: an array of ``size`` tasks whose task reads its point by index.
+
+    ``job`` is the shape of the chunk's points (:func:`hpcjobs.sweep.shapes.chunk_job`; default
+    ``prepared.job``).
 
     The preamble (added before the experiment's own setup lines) sources ``chunks/<chunk>.env``,
     which exports the parameters of this array index, then makes the point's run folder with its
@@ -150,12 +162,12 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
         "printf '%s\\n' \"$HPCJOBS_PARAMS_JSON\" > \"$HPCJOBS_RUN_DIR/params.json\"",
         *point_log_preamble(),
     )
-    return replace(prepared.job, setup=preamble + prepared.job.setup,
-                   array=ArraySpec(0, size - 1, throttle=throttle),
-                   extra_directives=prepared.job.extra_directives + _pbs_chunk_logs(prepared, chunk))
+    base = job or prepared.job
+    return replace(base, setup=preamble + base.setup, array=ArraySpec(0, size - 1, throttle=throttle),
+                   extra_directives=base.extra_directives + _pbs_chunk_logs(prepared, chunk, base))
 
 
-def _pbs_chunk_logs(prepared: PreparedSweep, chunk: int) -> tuple[str, ...]:
+def _pbs_chunk_logs(prepared: PreparedSweep, chunk: int, job: ResolvedJob) -> tuple[str, ...]:
     """PBS Pro ``-o``/``-e`` naming the sweep and chunk, so that chunks do not overwrite each other's logs.
 
     PBS expands only ``^array_index^`` in an output path (no job id, unlike Slurm's ``%A``), so the
@@ -165,13 +177,14 @@ def _pbs_chunk_logs(prepared: PreparedSweep, chunk: int) -> tuple[str, ...]:
     """
     if prepared.site.scheduler != "pbspro":
         return ()
-    own = {d.split()[0] for d in prepared.job.extra_directives if d.split()}
-    stem = f"{prepared.job.output_dir}/{prepared.sweep_id}.{chunk}.^array_index^"
+    own = {d.split()[0] for d in job.extra_directives if d.split()}
+    stem = f"{job.output_dir}/{prepared.sweep_id}.{chunk}.^array_index^"
     return tuple(f"-{k} {stem}.{ext}" for k, ext in (("o", "out"), ("e", "err")) if f"-{k}" not in own)
 
 
-def render_chunk_script(prepared: PreparedSweep, chunk: int, size: int, throttle: int | None, token: str) -> Path:
-    """Render and write ``scripts/<chunk>.<token>.sh`` for one submission attempt."""
-    job = array_job_for_chunk(prepared, chunk, size, throttle)
-    text = render_job(job, template=prepared.experiment.template).text
+def render_chunk_script(prepared: PreparedSweep, chunk: int, size: int, throttle: int | None, token: str,
+                        job: ResolvedJob | None = None) -> Path:
+    """Render and write ``scripts/<chunk>.<token>.sh`` for one submission attempt (``job``: the chunk's shape)."""
+    array_job = array_job_for_chunk(prepared, chunk, size, throttle, job)
+    text = render_job(array_job, template=prepared.experiment.template).text
     return atomic_write_text(prepared.folder / "scripts" / f"{chunk}.{token}.sh", text, mode=0o700)

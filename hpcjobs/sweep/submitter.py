@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, SubmitError, reading_output_of
 from hpcjobs.render.script import render_job
+from hpcjobs.resolve import ResolvedJob
 from hpcjobs.schedulers import limits_cache
 from hpcjobs.schedulers.base import ClusterLimits, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
@@ -45,6 +46,7 @@ from hpcjobs.sweep.prepare import (
     render_chunk_script,
     write_chunk_file,
 )
+from hpcjobs.sweep.shapes import chunk_job, group_by_shape
 
 log = logging.getLogger("hpcjobs.sweep")
 
@@ -165,14 +167,16 @@ class SweepSubmitter:
             user_limit = (self.prepared.site.limits.max_submitted_jobs
                           or (limits.max_submit_jobs if limits else None))
             if not dry_run:
-                (self.prepared.submit_dir / self.prepared.job.output_dir).mkdir(parents=True, exist_ok=True)
+                for out_dir in {s.job.output_dir for s in self.prepared.shapes} or {self.prepared.job.output_dir}:
+                    (self.prepared.submit_dir / out_dir).mkdir(parents=True, exist_ok=True)
             for _round in range(self.retry.attempts):
                 pending = [p.point_id for p in self.ledger.pending_points()]
-                for chunk in plan_chunks(pending, capacity, self._next_chunk_number()):
+                for chunk in self._plan(pending, capacity):
                     if dry_run:
                         report.dry_run_commands.append(self._argv(chunk, "0" * 16))
                         if report.dry_run_script is None:
-                            job = array_job_for_chunk(self.prepared, chunk.number, chunk.size, self.throttle)
+                            job = array_job_for_chunk(self.prepared, chunk.number, chunk.size, self.throttle,
+                                                      self._job_of(chunk))
                             report.dry_run_script = render_job(job, template=self.prepared.experiment.template).text
                         continue
                     self._wait_for_room(chunk.size, user_limit)
@@ -192,6 +196,19 @@ class SweepSubmitter:
 
     # ------------------------------------------------------------------------------ one chunk
 
+    def _plan(self, pending: list[str], capacity: int) -> list[Chunk]:
+        """Chunks of the pending points: one array (or more, chunked) per job shape, numbered in order."""
+        chunks: list[Chunk] = []
+        number = self._next_chunk_number()
+        for _shape, ids in group_by_shape(pending, self.prepared.shape_of):
+            planned = plan_chunks(ids, capacity, number)
+            chunks += planned
+            number += len(planned)
+        return chunks
+
+    def _job_of(self, chunk: Chunk) -> ResolvedJob:
+        return chunk_job(self.prepared.shapes, self.prepared.shape_of, chunk.point_ids, self.prepared.job)
+
     def _argv(self, chunk: Chunk, token: str) -> list[str]:
         script = self.prepared.folder / "scripts" / f"{chunk.number}.{token}.sh"
         return self.client.backend.submit_argv(script, self._options(chunk, token))
@@ -205,7 +222,8 @@ class SweepSubmitter:
         for attempt in range(1, self.retry.attempts + 1):
             token = new_token()
             write_chunk_file(self.prepared, chunk.number, chunk.point_ids)
-            script = render_chunk_script(self.prepared, chunk.number, chunk.size, self.throttle, token)
+            script = render_chunk_script(self.prepared, chunk.number, chunk.size, self.throttle, token,
+                                         self._job_of(chunk))
             argv = self.client.backend.submit_argv(script, self._options(chunk, token))
             self.ledger.plan_chunk(chunk.point_ids, chunk.number, token=token, argv=argv)
             error: CommandError | None = None
