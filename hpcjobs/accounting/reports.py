@@ -350,7 +350,7 @@ def _wait_keys(jobs: pd.DataFrame, key: str, tz: str | None, bins: Sequence[pd.T
             t = t.dt.tz_convert(tz)
         if key == "hour":
             return t.dt.hour.astype("Int64").rename("hour")
-        day = t.dt.dayofweek.to_numpy(dtype=float, na_value=np.nan)  # 0 = Monday, as _WEEKDAYS
+        day = t.dt.day_of_week.to_numpy(dtype=float, na_value=np.nan)  # 0 = Monday, as _WEEKDAYS
         codes = np.where(np.isnan(day), -1, day).astype(np.int8)
         return pd.Series(pd.Categorical.from_codes(codes, categories=_WEEKDAYS, ordered=True),
                          index=jobs.index, name="weekday")
