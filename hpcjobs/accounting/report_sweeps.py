@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from hpcjobs.accounting.reports import _ratio, efficiency, job_rows
+from hpcjobs.accounting.reports import _efficiency, _ratio, job_rows
 from hpcjobs.states import FAILURE_STATES, TERMINAL_STATES
 
 #: The job-fate columns :func:`sweep_frame` adds after the parameters.
@@ -83,8 +83,8 @@ def sweep_frame(points: pd.DataFrame, jobs: pd.DataFrame, *, gpu: pd.DataFrame |
     """
     if sweep_id is not None:
         jobs = jobs[jobs["sweep_id"].astype("string") == sweep_id]
-    eff = efficiency(jobs, gpu=gpu)
     full = job_rows(jobs)
+    eff = _efficiency(full, gpu)  # the job rows computed once for both
     right = pd.DataFrame({
         "_pos": pd.array(range(len(eff)), dtype="Int64"),
         "array_job_id": _array_key(full["array_job_id"]),

@@ -308,3 +308,16 @@ def test_cli_report_of_a_large_file_matches_the_reference(tmp_path):
     assert res.output.splitlines()[1:] == [
         f"{h},{n},{m.total_seconds()},{p.total_seconds()},{a.total_seconds()},{x.total_seconds()}"
         for h, n, m, p, a, x in want.itertuples(index=False)]
+
+
+def test_sweep_frame_fate_equals_the_efficiency_of_its_jobs():
+    path, kwargs = REAL["slurm-testbed-text"]
+    df = read_saved(path, **kwargs)  # type: ignore[arg-type]
+    eff = r.efficiency(df)
+    points = pd.DataFrame({"point_id": [f"p{i}" for i in range(len(eff))], "index": range(len(eff)),
+                           "job_id": eff["job_id"].astype(str), "params": [{"lr": i / 10} for i in range(len(eff))]})
+    fate = r.sweep_frame(points, df)
+    assert fate["job_id"].astype(str).tolist() == eff["job_id"].astype(str).tolist()
+    for column in ("cpu_efficiency", "mem_efficiency", "time_efficiency", "gpu_utilization", "elapsed", "state"):
+        pd.testing.assert_series_equal(fate[column], eff[column], check_names=False, check_categorical=False)
+    pd.testing.assert_series_equal(fate["max_rss_bytes"], ref_job_rows(df)["max_rss_bytes"], check_names=False)
