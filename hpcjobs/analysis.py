@@ -2,7 +2,7 @@
 
 >>> import hpcjobs
 >>> df = hpcjobs.load_sweep("train-resnet-1a2b3c4d")      # doctest: +SKIP
->>> df.groupby("lr")["state"].value_counts()               # doctest: +SKIP
+>>> df.groupby(["lr", "state"], observed=True).size().unstack(fill_value=0)  # doctest: +SKIP
 
 Imports pandas (``hpcjobs`` itself stays light: this module loads on first use).
 """

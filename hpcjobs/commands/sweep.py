@@ -77,11 +77,14 @@ def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overri
 
         if as_json:
             click.echo(json.dumps({"sweep_id": prepared.sweep_id, "points": len(prepared.points),
-                                   "commands": report.dry_run_commands, "script": report.dry_run_script}))
+                                   "commands": report.dry_run_commands, "script": report.dry_run_script,
+                                   "point_list": _dry_points(prepared)}))
         else:
             if show_script and report.dry_run_script:
                 click.echo(report.dry_run_script)
-            click.echo(f"# sweep {prepared.sweep_id}: {len(prepared.points)} points on {prepared.site.name}")
+            click.echo(f"# sweep {prepared.sweep_id}: {len(prepared.points)} points on {prepared.site.name}"
+                       + (f", {len(prepared.shapes)} job shapes" if len(prepared.shapes) > 1 else ""))
+            console(stderr=False).print(_dry_table(prepared, DRY_RUN_ROWS))
             for argv in report.dry_run_commands:
                 click.echo(shlex.join(argv))
         return
@@ -95,6 +98,37 @@ def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overri
                f"{report.chunks_submitted} job(s) {' '.join(report.job_ids)}".rstrip())
     if not detach and prepared.site.scheduler != "local":
         click.echo(f"follow it with: hpcjobs status {prepared.sweep_id} --watch")
+
+
+#: Points shown by ``sweep --dry-run`` (``--json`` lists them all).
+DRY_RUN_ROWS = 20
+
+
+def _dry_points(prepared: Any) -> list[dict[str, Any]]:
+    """Every point as the job will see it: index, id, job shape, and parameters (floats as written)."""
+    shape_of = prepared.shape_of
+    return [{"index": p.index, "point_id": p.point_id, "shape": shape_of.get(p.point_id, 0), "params": p.params,
+             "env_text": dict(p.spelled)} for p in prepared.points]
+
+
+def _dry_table(prepared: Any, limit: int) -> Any:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from hpcjobs.sweep.expand import env_value
+
+    points = prepared.points
+    names = list(dict.fromkeys(k for p in points[:limit] for k in p.params))
+    shown = min(limit, len(points))
+    more = f" (first {shown} of {len(points)}; --json lists all)" if len(points) > shown else ""
+    table = Table("index", "point", *(["shape"] if len(prepared.shapes) > 1 else []), *map(escape, names),
+                  title=f"points{more}", box=None)
+    for p in points[:limit]:
+        spelled = dict(p.spelled)
+        cells = [escape(spelled.get(n) or env_value(p.params[n])) if n in p.params else "" for n in names]
+        shape = [str(prepared.shape_of.get(p.point_id, 0))] if len(prepared.shapes) > 1 else []
+        table.add_row(str(p.index), p.point_id, *shape, *cells)
+    return table
 
 
 def _status_table(status: Any) -> Any:

@@ -5,8 +5,10 @@ order, with the same ids, on any machine (random parts draw from ``random.Random
 is what lets a killed ``hpcjobs sweep`` be re-run and find its ledger still matching.
 
 Order: the parts of a sweep combine like nested for-loops (the first part is the outermost loop),
-then the command-line overrides (innermost). Points that come out identical (same parameters,
-same types) are kept once, at their first position; ``Point.index`` numbers the survivors 0..N-1.
+then the command-line overrides (innermost). A value listed twice in one grid list is an error
+(:mod:`hpcjobs.sweep.values`); points that still come out identical (same parameters, same types,
+e.g. from two ``union`` items) are kept once, at their first position; ``Point.index`` numbers the
+survivors 0..N-1.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from hpcjobs.sweep.spec import (
     env_names,
     flatten_wandb,
 )
+from hpcjobs.sweep.values import check_no_repeats, override_spellings, source_spellings, spelled_params
 
 if TYPE_CHECKING:
     from hpcjobs.config.yamlio import YamlDocument
@@ -56,12 +59,15 @@ class Point:
         params: Parameter name → value, in the order the sweep defines them. Treat as read-only.
         params_json: The canonical JSON of ``params``: sorted keys, no spaces, floats in ``repr``
             form, non-ASCII kept (what the id hashes, what the ledger stores).
+        spelled: ``(name, text)`` of float parameters whose source text (``0.00005``) differs from
+            ``repr`` (``5e-05``): the job gets the text (:mod:`hpcjobs.sweep.values`).
     """
 
     index: int
     point_id: str
     params: Params
     params_json: str
+    spelled: tuple[tuple[str, str], ...] = ()
 
 
 def canonical_json(params: Mapping[str, Any]) -> str:
@@ -245,6 +251,7 @@ def parse_overrides(args: Sequence[str]) -> dict[str, list[Any]]:
             values = [_scalar(p, what) for p in _split_unquoted(raw, what)]
         if not values:
             raise ConfigError(ConfigProblem("the override gives no values", key=what))
+        check_no_repeats(values, what)
         grid[key] = values
     return grid
 
@@ -408,6 +415,9 @@ def _points_of(spec: SweepSpec, overrides: Mapping[str, Sequence[Any]] | None, w
     if spec.is_wandb:
         flat = flatten_wandb(spec.parameters or {})
         if spec.method == "grid":
+            for n, p in flat.items():
+                if p.values is not None:
+                    check_no_repeats(p.values, f"{where}.parameters.{n}.values")
             pts = _grid({n: _wandb_grid_values(p) for n, p in flat.items()})
             factors.append(pts[: spec.run_cap] if spec.run_cap else pts)
         else:
@@ -416,6 +426,8 @@ def _points_of(spec: SweepSpec, overrides: Mapping[str, Sequence[Any]] | None, w
             factors.append(_draw(samplers, spec.seed or 0, count or 0))
     else:
         if spec.grid:
+            for n, values in spec.grid.items():
+                check_no_repeats(values, f"{where}.grid.{n}")
             factors.append(_grid(spec.grid))
         for group in spec.zip or []:
             names = list(group)
@@ -466,7 +478,7 @@ def _located(exc: ConfigError, doc: YamlDocument | None) -> ConfigError:
 
 
 def expand(spec: SweepSpec | None, overrides: Sequence[str] | Mapping[str, Sequence[Any]] = (), *,
-           doc: YamlDocument | None = None) -> list[Point]:
+           doc: YamlDocument | None = None, source_text: str | None = None) -> list[Point]:
     """Expand a sweep (and command-line overrides) into its points, in a deterministic order.
 
     The number of points of the product is computed from the spec first and checked against the
@@ -480,22 +492,29 @@ def expand(spec: SweepSpec | None, overrides: Sequence[str] | Mapping[str, Seque
             ``filter`` apply after the overrides.
         doc: The experiment document the spec came from: problems found while expanding name its
             file and the line of the ``sweep:`` key concerned (else they have no location).
+        source_text: The text ``doc`` was parsed from: floats keep their spelling in the job's
+            environment (:func:`hpcjobs.sweep.values.source_spellings`).
 
     Returns:
         The points, duplicates dropped (first occurrence kept), indexed 0..N-1.
 
     Raises:
-        ConfigError: Bad overrides, a product over the points limit, ``exclude``/``filter`` naming an
+        ConfigError: Bad overrides, a value listed twice in a grid list (located), a product over
+            the points limit, ``exclude``/``filter`` naming an
             unknown parameter, a filter that fails on a point, or parameter names that collide as
             environment variables.
     """
     try:
-        return _expand(spec or SweepSpec(), overrides)
+        spellings = source_spellings(doc, source_text)
+        if overrides and not isinstance(overrides, Mapping):
+            spellings = {**override_spellings(overrides), **spellings}
+        return _expand(spec or SweepSpec(), overrides, spellings)
     except ConfigError as exc:
         raise _located(exc, doc) from None
 
 
-def _expand(spec: SweepSpec, overrides: Sequence[str] | Mapping[str, Sequence[Any]]) -> list[Point]:
+def _expand(spec: SweepSpec, overrides: Sequence[str] | Mapping[str, Sequence[Any]],
+            spellings: Mapping[float, str]) -> list[Point]:
     grid: dict[str, Sequence[Any]] = {}
     if isinstance(overrides, Mapping):
         grid.update(overrides)
@@ -516,7 +535,7 @@ def _expand(spec: SweepSpec, overrides: Sequence[str] | Mapping[str, Sequence[An
                 raise ConfigError(ConfigProblem(f"point id collision between {other} and {text}", key="sweep"))
             continue
         seen[pid] = text
-        out.append(Point(len(out), pid, params, text))
+        out.append(Point(len(out), pid, params, text, spelled_params(params, spellings)))
     return out
 
 
@@ -548,8 +567,9 @@ def point_env_lines(point: Point) -> list[str]:
             NUL (refused earlier by :func:`hpcjobs.sweep.spec.check_value`; this is the last guard).
     """
     names = env_names(point.params)
+    spelled = dict(point.spelled)
     try:
-        lines = [f"export {names[k]}={shell_word(env_value(v))}" for k, v in point.params.items()]
+        lines = [f"export {names[k]}={shell_word(spelled.get(k) or env_value(v))}" for k, v in point.params.items()]
         lines.append(f"export HPCJOBS_POINT_ID={shell_word(point.point_id)}")
         lines.append(f"export HPCJOBS_POINT_INDEX={point.index}")
         lines.append(f"export HPCJOBS_PARAMS_JSON={shell_word(point.params_json)}")

@@ -102,7 +102,7 @@ def prepare_sweep(
     experiment, doc = load_experiment(experiment_path, overrides)
     text = read_text_file(experiment_path)  # bounded, regular files only (as load_experiment read it)
     site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler)
-    points = expand(experiment.sweep, sweep_args, doc=doc)
+    points = expand(experiment.sweep, sweep_args, doc=doc, source_text=text)
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
     shapes, shape_of = job_shapes(experiment, doc, site_config, site_file, job, points)
     sweep_id = make_sweep_id(experiment, sweep_args, site_config.name)
