@@ -333,11 +333,13 @@ def accounting_rows(
     derive: Derive = pbs.derive_final_state,
     include_unfinished: bool = False,
     skipped: list[Skipped] | None = None,
+    unfinished: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Rows (one per job) from accounting records, see :func:`read_pbs_accounting`.
 
-    Job records (``QSERDA``) whose id is not a job id, and jobs left out because they have not
-    ended, are listed in ``skipped`` when it is given.
+    Job records (``QSERDA``) whose id is not a job id are listed in ``skipped`` when it is given.
+    Jobs that have not ended (still queued or running when the log was written) are a choice, not
+    a loss: without ``include_unfinished`` their ids go to ``unfinished`` when it is given.
     """
     by_job: dict[str, list[pbs.AccountingRecord]] = {}
     for rec in records:
@@ -375,9 +377,8 @@ def accounting_rows(
             state = ({"S": states.RUNNING, "R": states.REQUEUED}.get(last_type, states.PENDING), None, None)
             raw, end = last_type, None
         else:
-            if skipped is not None and "[]" not in job_id:  # an array parent's tasks have the records
-                skipped.append(Skipped(recs[-1].line, f"job {job_id} has not ended (no E, D or A record; "
-                                                      "include_unfinished=True lists it)"))
+            if unfinished is not None and "[]" not in job_id:  # an array parent's tasks have the records
+                unfinished.append(job_id)
             continue
         user = attrs.get("user") or (attrs.get("owner") or "").split("@")[0] or None
         rows.append(build_row(
@@ -428,12 +429,17 @@ def read_pbs_accounting(
         A DataFrame conforming to :mod:`hpcjobs.accounting.schema`, ``scheduler`` = ``pbspro``.
         Subjobs (``1234[5].srv``) are rows with ``array_job_id``/``array_task_id``; an array
         parent gets a row only when the log holds an ``E`` (or ``D``/``A``) record for it. Lines that
-        are not records, job records without a job id and jobs that have not ended are listed in
-        ``df.attrs["skipped"]`` (line numbers count through all files read), with a
-        :class:`~hpcjobs.accounting.skipped.SkippedRecordsWarning`.
+        are not records and job records without a job id are listed in ``df.attrs["skipped"]``
+        (line numbers count through all files read), with a
+        :class:`~hpcjobs.accounting.skipped.SkippedRecordsWarning`. The ids of jobs left out because
+        they have not ended are in ``df.attrs["unfinished"]`` (no warning: a log of today holds
+        running jobs).
     """
     skipped: list[Skipped] = []
+    unfinished: list[str] = []
     records = pbs.iter_accounting_records(iter_source_lines(source), skipped)
     rows = accounting_rows(records, scheduler="pbspro", tz=tz, include_unfinished=include_unfinished,
-                           skipped=skipped)
-    return attach(rows_to_frame(rows), sorted(skipped, key=lambda k: k.line or 0))
+                           skipped=skipped, unfinished=unfinished)
+    df = attach(rows_to_frame(rows), sorted(skipped, key=lambda k: k.line or 0))
+    df.attrs["unfinished"] = unfinished
+    return df

@@ -70,7 +70,10 @@ def read_torque_accounting(
         was not read is listed in ``df.attrs["skipped"]`` as for :func:`~hpcjobs.accounting.pbs.read_pbs_accounting`.
     """
     skipped: list[Skipped] = []
+    unfinished: list[str] = []
     records = pbs.iter_accounting_records(iter_source_lines(source), skipped)
     rows = accounting_rows(records, scheduler="torque", tz=tz, derive=torque.derive_torque_final_state,
-                           include_unfinished=include_unfinished, skipped=skipped)
-    return attach(rows_to_frame(rows), sorted(skipped, key=lambda k: k.line or 0))
+                           include_unfinished=include_unfinished, skipped=skipped, unfinished=unfinished)
+    df = attach(rows_to_frame(rows), sorted(skipped, key=lambda k: k.line or 0))
+    df.attrs["unfinished"] = unfinished
+    return df

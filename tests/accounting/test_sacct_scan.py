@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -46,7 +47,7 @@ def test_scanner_is_built() -> None:
     assert sacct_scan.AVAILABLE
 
 
-def _arrow(text: str | bytes | Path, fields: list[str] | None, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame:
+def _arrow(text: str | bytes | Path, fields: Sequence[str] | None, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame:
     with monkeypatch.context() as mp:
         mp.setattr(sacct_scan, "_ext", None)
         return read_sacct_parsable2(text, fields)
@@ -216,14 +217,14 @@ def sacct_rows(draw: hs.DrawFn, odd: bool) -> bytes:
 def test_realistic_rows_agree(text: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
     assert sacct_scan.scan_columns(text, FIELDS, False) is not None
     pd.testing.assert_frame_equal(read_sacct_parsable2(text, SACCT_ACCOUNTING_FIELDS),
-                                  _arrow(text, list(SACCT_ACCOUNTING_FIELDS), monkeypatch))
+                                  _arrow(text, SACCT_ACCOUNTING_FIELDS, monkeypatch))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=sacct_rows(odd=True))
 def test_any_rows_agree_or_fail_alike(text: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
     scanned = _outcome(lambda: read_sacct_parsable2(text, SACCT_ACCOUNTING_FIELDS))
-    expected = _outcome(lambda: _arrow(text, list(SACCT_ACCOUNTING_FIELDS), monkeypatch))
+    expected = _outcome(lambda: _arrow(text, SACCT_ACCOUNTING_FIELDS, monkeypatch))
     if isinstance(expected, str):
         assert scanned == expected
     else:
