@@ -228,28 +228,48 @@ def resubmit(sweep_name: str, which: str, states_: tuple[str, ...], overrides: t
 
 @click.command("ls")
 @click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders.")
+@click.option("--poll/--no-poll", default=True, show_default=True,
+              help="Ask the scheduler about the sweeps' live jobs first (one batched call per scheduler).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
-def ls(root: str | None, as_json: bool) -> None:
-    """List the sweeps under the sweep folder (from their ledgers; no scheduler call)."""
+def ls(root: str | None, poll: bool, as_json: bool) -> None:
+    """List the sweeps under the sweep folder, each with the time its counts are from."""
     from hpcjobs.sweep.api import list_sweeps
 
-    sweeps = list_sweeps(root)
+    listing = list_sweeps(root, poll=poll)
+    sweeps = listing.sweeps
     if as_json:
         click.echo(json.dumps([{"sweep_id": s.sweep_id, "folder": str(s.folder), "site": s.site,
-                                "scheduler": s.scheduler, "created_at": s.created_at, "counts": s.counts}
+                                "scheduler": s.scheduler, "created_at": s.created_at, "counts": s.counts,
+                                "as_of": s.as_of, "polled": s.polled, "poll_error": s.poll_error}
                                for s in sweeps]))
+        return
+    if not sweeps:
+        click.echo(f"no sweeps in {listing.root.describe()}", err=True)
         return
     from datetime import datetime
 
     from rich.table import Table
 
-    table = Table("sweep", "site", "created", "points", "states", box=None)
+    now = time.time()
+    table = Table("sweep", "site", "created", "points", "states", "as of", box=None,
+                  title=f"sweeps in {listing.root.path}")
     for s in sweeps:
         created = datetime.fromtimestamp(s.created_at).strftime("%Y-%m-%d %H:%M")
         summary = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items(), key=lambda kv: -kv[1]))
-        table.add_row(s.sweep_id, s.site, created, str(sum(s.counts.values())), summary)
+        age = _age(now - s.as_of)
+        as_of = "now" if s.polled else f"{age} ago" + (" (not polled)" if poll and s.scheduler != "local" else "")
+        table.add_row(s.sweep_id, s.site, created, str(sum(s.counts.values())), summary, as_of)
     console(stderr=False).print(table)
+
+
+def _age(seconds: float) -> str:
+    """``42 s``, ``3 min``, ``5 h``, ``2 d``."""
+    s = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if s >= size:
+            return f"{s // size} {unit}"
+    return f"{s} s"
 
 
 @click.command("sweep-run-local", hidden=True)

@@ -19,7 +19,8 @@ from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.submit import client_for
 from hpcjobs.sweep.identity import find_sweep, ledger_digest, settle_identity
 from hpcjobs.sweep.ledger import Ledger, PointRecord
-from hpcjobs.sweep.prepare import PreparedSweep, prepare_sweep, sweep_root
+from hpcjobs.sweep.listing import SweepListing, SweepSummary, list_sweeps
+from hpcjobs.sweep.prepare import PreparedSweep, prepare_sweep
 from hpcjobs.sweep.submitter import SubmitReport, SweepSubmitter, open_ledger, poll_status, submitted_job_ids
 from hpcjobs.units import format_walltime_slurm
 
@@ -306,34 +307,5 @@ def resubmit_sweep(
         return prepared, SweepSubmitter(prepared, ledger, c, throttle=throttle).submit(), reset
 
 
-@dataclass(frozen=True)
-class SweepSummary:
-    """One line of ``hpcjobs ls``."""
-
-    sweep_id: str
-    folder: Path
-    site: str
-    scheduler: str
-    created_at: float
-    counts: dict[str, int]
-
-
-def list_sweeps(root: str | Path | None = None) -> list[SweepSummary]:
-    """Every sweep under the sweep root, oldest first (read from the ledgers; no scheduler call)."""
-    base = sweep_root(root)
-    out = []
-    for d in sorted(base.glob("*")) if base.is_dir() else []:
-        if not (d / "ledger.sqlite").is_file():
-            continue
-        try:
-            with Ledger.open(d) as ledger:
-                meta = ledger.meta
-                out.append(SweepSummary(meta.sweep_id, d, meta.site, meta.scheduler, meta.created_at,
-                                        ledger.summary()))
-        except LedgerError:
-            continue
-    return sorted(out, key=lambda s: s.created_at)
-
-
-__all__ = ["SweepStatus", "SweepSummary", "cancel_sweep", "find_sweep", "list_sweeps", "prepared_from_ledger",
-           "resubmit_sweep", "run_sweep", "submitted_job_ids", "sweep_status"]
+__all__ = ["SweepListing", "SweepStatus", "SweepSummary", "cancel_sweep", "find_sweep", "list_sweeps",
+           "prepared_from_ledger", "resubmit_sweep", "run_sweep", "submitted_job_ids", "sweep_status"]

@@ -187,3 +187,37 @@ def test_a_ledger_with_an_id_from_the_file_text_is_still_continued(project: Path
     with Ledger.open(again.folder) as ledger:
         assert ledger.meta.experiment_sha256 == experiment_sha256(text)  # recorded as it was
         assert ledger.summary() == {"COMPLETED": 2}
+
+
+def test_ls_from_a_folder_without_sweeps_says_where_it_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HPCJOBS_SWEEP_ROOT", raising=False)
+    result = CliRunner().invoke(main, ["ls"])
+    assert result.exit_code == 0
+    assert "no sweeps in" in result.output and str(tmp_path) in result.output and "or its parents" in result.output
+    assert json.loads(CliRunner().invoke(main, ["ls", "--json"]).output) == []
+
+
+def test_ls_polls_every_sweep_in_one_scheduler_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpcjobs import process
+    from hpcjobs.sweep.listing import list_sweeps
+    from tests.sweep.test_submitter import FakeSlurm
+
+    fake = FakeSlurm()
+    monkeypatch.setattr(process, "run_command", fake)
+    monkeypatch.chdir(tmp_path)
+    site = str(Path(__file__).resolve().parent.parent / "sites" / "hpctest.yaml")
+    for name in ("one", "two", "three"):
+        (tmp_path / f"{name}.yaml").write_text(f"name: {name}\ncommand: echo $x\nsweep:\n  grid:\n    x: [1, 2]\n")
+        run_sweep(tmp_path / f"{name}.yaml", site=site)
+    fake.calls.clear()
+    listing = list_sweeps(poll=True)
+    status_calls = [c for c in fake.calls if c[0] == "sacct" and any(a.startswith("--jobs=") for a in c)]
+    assert len(status_calls) == 1 and listing.scheduler_calls == 1
+    assert len(status_calls[0][[a.startswith("--jobs=") for a in status_calls[0]].index(True)].split(",")) == 3
+    assert [s.counts for s in listing.sweeps] == [{"COMPLETED": 2}] * 3 and all(s.polled for s in listing.sweeps)
+    fake.calls.clear()
+    again = list_sweeps(poll=True)  # nothing live any more: no scheduler call at all
+    assert again.scheduler_calls == 0 and not fake.calls
+    result = CliRunner().invoke(main, ["ls", "--no-poll"])
+    assert result.exit_code == 0 and "ago" in result.output and "one-" in result.output

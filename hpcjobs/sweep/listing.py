@@ -1,0 +1,134 @@
+"""``hpcjobs ls``: every sweep under the root, brought up to date with one scheduler call per scheduler.
+
+The live jobs of all listed sweeps (submissions whose points are not finished) are asked of the
+scheduler together (one batched status call per scheduler family), and each ledger records what
+concerns it. A sweep that was not polled (the ``local`` site, ``poll=False``, or a scheduler that
+did not answer) says how old its record is instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcjobs import states
+from hpcjobs.errors import HpcJobsError, LedgerError
+from hpcjobs.schedulers.base import JobStatus
+from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.sweep.identity import SweepRoot, find_sweep_root, sweep_folders
+from hpcjobs.sweep.ledger import Ledger
+
+log = logging.getLogger("hpcjobs.sweep")
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """One line of ``hpcjobs ls``.
+
+    Attributes:
+        sweep_id: The sweep.
+        folder: Its folder.
+        site: Site name.
+        scheduler: Scheduler family.
+        created_at: When it was planned (Unix time).
+        counts: Points per state.
+        as_of: When these counts were true: the time of this call's poll, or (not polled) the
+            last change the ledger recorded.
+        polled: Whether the scheduler was asked in this call.
+        poll_error: Why a poll was not possible, if it failed.
+    """
+
+    sweep_id: str
+    folder: Path
+    site: str
+    scheduler: str
+    created_at: float
+    counts: dict[str, int]
+    as_of: float = 0.0
+    polled: bool = False
+    poll_error: str | None = None
+
+
+@dataclass
+class SweepListing:
+    """What ``hpcjobs ls`` shows: where it looked and the sweeps found there (oldest first)."""
+
+    root: SweepRoot
+    sweeps: list[SweepSummary] = field(default_factory=list)
+    scheduler_calls: int = 0
+
+
+def _live_ids(ledger: Ledger) -> list[str]:
+    live = {p.submission_token for p in ledger.points() if p.state not in states.TERMINAL_STATES}
+    return [s.job_id for s in ledger.submissions() if s.job_id and s.state == "submitted" and s.token in live]
+
+
+def list_sweeps(root: str | Path | None = None, *, poll: bool = False,
+                client_for: Callable[[str], SchedulerClient] | None = None) -> SweepListing:
+    """Every sweep under the sweep root, oldest first; with ``poll``, their live jobs asked of the
+    scheduler first, in one batched call per scheduler family.
+
+    Args:
+        root: The root (default: found as :func:`hpcjobs.sweep.identity.find_sweep_root` says).
+        poll: Ask the scheduler (else the ledgers alone are read).
+        client_for: Scheduler family → client (default: :func:`hpcjobs.submit.client_for`).
+    """
+    where = find_sweep_root(root)
+    listing = SweepListing(where)
+    folders = [where.path / name for name in sweep_folders(where.path)]
+    live: dict[Path, list[str]] = {}
+    schedulers: dict[Path, str] = {}
+    if poll:
+        for d in folders:
+            try:
+                with Ledger.open(d, allow_read_only=True) as ledger:
+                    schedulers[d] = ledger.meta.scheduler
+                    if schedulers[d] != "local":
+                        live[d] = _live_ids(ledger)
+            except LedgerError:
+                continue
+    polled_at: dict[str, float] = {}
+    errors: dict[str, str] = {}
+    records_by: dict[str, list[JobStatus]] = {}
+    clients: dict[str, SchedulerClient] = {}
+    for family in sorted({schedulers[d] for d in live if live[d]}):
+        ids = sorted({j for d, js in live.items() if schedulers[d] == family for j in js})
+        if client_for is None:
+            from hpcjobs.submit import client_for as default_client_for
+
+            client_for = default_client_for
+        client = clients[family] = client_for(family)
+        try:
+            records_by[family] = list(client.status(ids))
+            listing.scheduler_calls += 1
+            polled_at[family] = time.time()
+        except HpcJobsError as exc:
+            errors[family] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            log.warning("could not ask %s for the sweeps' jobs: %s", family, errors[family])
+    for d in folders:
+        try:
+            with Ledger.open(d, allow_read_only=True) as ledger:
+                meta = ledger.meta
+                family = meta.scheduler
+                polled = family in polled_at and d in live
+                if polled and live[d] and not ledger.read_only:
+                    key = getattr(clients[family].backend, "job_key", None)
+                    ledger.record_status(records_by[family], job_key=key)
+                points = ledger.points()
+                last_change = max((p.updated_at for p in points), default=meta.created_at or 0.0)
+                as_of = polled_at[family] if polled else last_change
+                if poll and d in live and not live[d]:
+                    polled, as_of = True, time.time()  # nothing live: the ledger is the whole truth
+                listing.sweeps.append(SweepSummary(
+                    meta.sweep_id, d, meta.site, meta.scheduler, meta.created_at, ledger.summary(), as_of,
+                    polled, errors.get(family)))
+        except LedgerError:
+            continue
+    listing.sweeps.sort(key=lambda s: s.created_at)
+    return listing
+
+
+__all__ = ["SweepListing", "SweepSummary", "list_sweeps"]
