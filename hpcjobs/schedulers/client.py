@@ -92,8 +92,10 @@ class SchedulerClient:
         """The state of every job and array task in ``job_ids``: one batched scheduler call.
 
         On Slurm a job submitted a moment ago may not be in accounting yet; the ids sacct
-        does not know are then asked of ``squeue`` in one more batched call. When accounting
-        is unavailable altogether, ``squeue`` answers for all of them.
+        does not know are then asked of ``squeue`` in one more batched call (backends that set
+        ``fallback_for_missing``). When accounting is unavailable altogether, ``squeue`` answers
+        for all of them. PBS's ``qstat`` knows a job from the moment ``qsub`` returns: an id its
+        answer leaves out is unknown, and no second call is made.
         """
         if not job_ids:
             return []
@@ -105,7 +107,7 @@ class SchedulerClient:
             with reading_output_of(result.argv, result.stdout, result.returncode):
                 records = self.backend.parse_status(result.stdout)
             missing = [j for j in job_ids if not self.covers(records, j)]
-            if missing and fallback is not None:
+            if missing and fallback is not None and getattr(self.backend, "fallback_for_missing", False):
                 records += self._fallback_status(missing, check=False)
             return records
         tolerable = getattr(self.backend, "tolerable_status_error", None)

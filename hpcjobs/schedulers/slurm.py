@@ -34,6 +34,8 @@ class SlurmBackend:
     name = "slurm"
     directive_prefix = "#SBATCH"
     array_index_var = "SLURM_ARRAY_TASK_ID"
+    #: Ids the status call does not know may be too new for accounting: ask the fallback (squeue) for them.
+    fallback_for_missing = True
 
     def submit_argv(self, script: Path, options: SubmitOptions) -> list[str]:
         """``sbatch --parsable`` with the options as arguments (they override the script's directives)."""

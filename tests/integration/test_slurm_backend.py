@@ -184,9 +184,11 @@ def test_squeue_fallback_parses_live_jobs(slurm_testbed, client, tmp_path):
         client.cancel([sub.job_id])
 
 
-def test_user_submit_limit_is_read_from_the_association(slurm_testbed, client):
+def test_user_submit_limit_is_read_from_the_association(slurm_testbed, client, monkeypatch):
     """sacctmgr gets ``where`` and ``user=`` as separate words (one word: 'Unknown condition', exit 1)."""
     import getpass
+
+    monkeypatch.setenv("HPCJOBS_LIMITS_TTL_S", "0")  # each call asks sacctmgr (no cached limits)
 
     user = getpass.getuser()
     set_limit = ["sacctmgr", "-i", "modify", "user", "where", f"name={user}", "account=hpcjobs", "set"]

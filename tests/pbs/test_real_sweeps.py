@@ -81,13 +81,16 @@ def test_sweep_past_max_array_size_is_chunked_by_the_live_server(pbs_server, pbs
         assert time.monotonic() < deadline, st.counts
         time.sleep(1.0)
     ended = assert_exactly_once(pbs_server, root, prepared.sweep_id, n, since=since)
-    # each point's own output came back, under a name no other chunk uses
+    # each point's own output came back to its run folder; the scheduler's file of the task, under a
+    # name no other chunk uses, says where it went
     logs = pbs_workdir / "hpcjobs-logs"
     with Ledger.open(prepared.folder) as ledger:
         for p in ledger.points():
+            point_dir = prepared.folder / "points" / p.point_id
             out = logs / f"{prepared.sweep_id}.{arrays[p.array_job_id][0]}.{p.array_index}.out"
-            assert out.read_text() == f"x={p.params['x']}\n", (out, ended[p.point_id])
-            assert (prepared.folder / "points" / p.point_id / "params.json").exists()
+            assert str(point_dir / "stdout.log") in out.read_text(), (out, ended[p.point_id])
+            assert (point_dir / "stdout.log").read_text() == f"x={p.params['x']}\n", ended[p.point_id]
+            assert (point_dir / "params.json").exists()
     print(f"{n} points in {len(arrays)} arrays; {polls} status polls, one qstat each")
 
 
@@ -285,7 +288,9 @@ def test_cancel_deletes_queued_and_running_subjobs(pbs_server, pbs_workdir, monk
     fate = {j: (a.get("substate"), a.get("Exit_status"), ran(a)) for j, a in subjobs.items() if j != array}
     assert all(sub == 91 for sub, _, _ in fate.values()), fate  # F/91: deleted
     started = [j for j, (_, _, r) in fate.items() if r]
-    assert len(started) == len(runs.read_text().split()) >= 1, fate
+    # every task that wrote its line had started; a subjob started a moment before the qdel may have
+    # been killed before its script wrote (seen on a loaded machine: two started, one line)
+    assert 1 <= len(runs.read_text().split()) <= len(started), fate
     # Exit_status is no guide: OpenPBS 23.06 records 0 for the never-run subjobs of a deleted array and,
     # seen here, for its running ones as well (a plain job deleted while running gets 271 or 143), so
     # the ledger's CANCELLED above must come from the substate
