@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcjobs.errors import CommandError, CommandTimeout
+from hpcjobs.errors import CommandError, CommandTimeout, ConfigError, ConfigProblem
 from hpcjobs.output import atomic_write_text
 from hpcjobs.render.script import RenderedScript, render_experiment
 from hpcjobs.schedulers.base import SubmitOptions
@@ -63,9 +63,15 @@ def submit_rendered(
     hpcjobs tag so it can be found again even if the caller dies before recording the id.
 
     Raises:
+        ConfigError: The site has no scheduler (``local``); nothing is written.
         CommandError: The scheduler refused the job (argv, exit code and stderr attached).
     """
     job = rendered.job
+    if client is None and job.scheduler == "local":
+        raise ConfigError(ConfigProblem(
+            f"site {job.site.name!r} has no scheduler to submit to: run it here with `hpcjobs sweep` (the local "
+            "runner), or pass --site with a Slurm or PBS site (`hpcjobs site list`, `hpcjobs site init`)",
+            key="site"))
     base = Path(submit_dir) if submit_dir is not None else Path.cwd()
     out_dir = base / job.output_dir
     out_dir.mkdir(parents=True, exist_ok=True)

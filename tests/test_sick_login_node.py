@@ -101,3 +101,18 @@ def test_undescribed_cluster_renders_for_local_with_a_warning_and_no_scheduler_c
     assert "names cluster othercluster" in result.stderr and "hpcjobs site init" in result.stderr
     assert "#SBATCH" not in result.stdout
     assert not started.exists(), f"started: {started.read_text()}"
+
+
+def test_a_submission_on_a_sick_node_waits_only_the_short_timeout_and_says_so(sick_node, tmp_path: Path) -> None:
+    """`submit` may ask the scheduler (discovery), but only for HPCJOBS_SCHEDULER_TIMEOUT_S, with one clear line."""
+    env, started = sick_node
+    Path(env["SLURM_CONF"]).write_text("ClusterName=othercluster\n")  # no site file names it: discovery
+    env = {**env, "HPCJOBS_SCHEDULER_TIMEOUT_S": "1"}
+    exp = tmp_path / "exp.yaml"
+    exp.write_text("name: probe\ncommand: echo hi\n")
+    result = _run(env, "submit", str(exp), "--json", cwd=tmp_path)
+    assert "slurmctld did not answer `scontrol show config` in 1 s" in result.stderr, result.stderr
+    assert started.read_text().splitlines()[0].startswith("scontrol show config")
+    # nothing answered: site local, which has no scheduler to submit to: exit 2, nothing written
+    assert result.returncode == 2 and "has no scheduler to submit to" in result.stderr, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "exp.yaml", "sites", "slurm.conf", "started.log"]

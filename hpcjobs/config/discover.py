@@ -23,7 +23,7 @@ from pathlib import Path
 from hpcjobs import __version__, process
 from hpcjobs.config import discover_pbs, discover_slurm
 from hpcjobs.config.discover_model import DiscoveredSite, render_site_yaml
-from hpcjobs.errors import CommandError, HpcJobsError, printable, reading_output_of
+from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, printable, reading_output_of
 
 log = logging.getLogger("hpcjobs.discover")
 
@@ -31,8 +31,15 @@ log = logging.getLogger("hpcjobs.discover")
 CACHE_MAX_AGE_S = 86400
 #: Seconds one discovery command may take.
 DISCOVERY_TIMEOUT_S = 60.0
-#: Seconds the "does a scheduler answer here" probe may take.
-PROBE_TIMEOUT_S = 15.0
+#: Seconds the "does a scheduler answer here" probe may take by default (``$HPCJOBS_SCHEDULER_TIMEOUT_S``).
+PROBE_TIMEOUT_S = 10.0
+
+
+def probe_timeout_s() -> float:
+    """How long the probe waits: ``$HPCJOBS_SCHEDULER_TIMEOUT_S``, as every scheduler query of a submission."""
+    from hpcjobs.schedulers.limits_cache import query_timeout_s
+
+    return query_timeout_s()
 #: Set to ``0`` to never ask a live scheduler during site resolution (the test suite does).
 DISCOVER_ENV = "HPCJOBS_DISCOVER"
 SCHEDULER_LABELS = {"slurm": "Slurm cluster", "pbspro": "PBS server", "torque": "Torque server"}
@@ -61,7 +68,10 @@ def probe_slurm() -> Probe | None:
     if not (shutil.which("scontrol") and shutil.which("sbatch")):
         return None
     try:
-        res = _run(discover_slurm.CONFIG_ARGV, timeout=PROBE_TIMEOUT_S)
+        res = _run(discover_slurm.CONFIG_ARGV, timeout=probe_timeout_s())
+    except CommandTimeout:
+        log.warning("slurmctld did not answer `%s` in %g s", " ".join(discover_slurm.CONFIG_ARGV), probe_timeout_s())
+        return None
     except HpcJobsError as exc:
         log.info("Slurm does not answer: %s", exc)
         return None
@@ -73,11 +83,14 @@ def probe_slurm() -> Probe | None:
 def probe_pbs() -> Probe | None:
     """The PBS server name when PBS's own ``qstat -B -f -F json`` answers (Slurm's wrappers do not count)."""
     try:
-        res = _run(discover_pbs.SERVER_ARGV, timeout=PROBE_TIMEOUT_S)
+        res = _run(discover_pbs.SERVER_ARGV, timeout=probe_timeout_s())
         from hpcjobs.formats.pbs import parse_qstat_json
 
         with reading_output_of(res.argv, res.stdout, res.returncode):
             doc = parse_qstat_json(res.stdout)
+    except CommandTimeout:
+        log.warning("the PBS server did not answer `qstat -B -f -F json` in %g s", probe_timeout_s())
+        return None
     except HpcJobsError as exc:
         log.info("PBS does not answer: %s", exc)
         return None
