@@ -197,13 +197,15 @@ def render(experiment: str, site: str | None, overrides: tuple[str, ...], output
 @click.argument("experiment", type=click.Path(dir_okay=False))
 @click.option("--site", "site", metavar="NAME", help="Site config (name or path); default: the file's, else detected.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the experiment.")
+@click.option("--refresh-site", is_flag=True,
+              help="Discover this machine's cluster again (when no site file describes it) instead of the cached site.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
-def submit(experiment: str, site: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
+def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refresh_site: bool, as_json: bool) -> None:
     """Check, render and submit EXPERIMENT as one job (its parameter sweep is `hpcjobs sweep`)."""
     from hpcjobs.submit import submit_experiment
 
-    sub = submit_experiment(experiment, site=site, overrides=overrides)
+    sub = submit_experiment(experiment, site=site, overrides=overrides, refresh_site=refresh_site)
     if as_json:
         click.echo(json.dumps({"job_id": sub.job_id, "script": str(sub.script), "tag": sub.tag.render(),
                                "site": sub.site, "scheduler": sub.scheduler,

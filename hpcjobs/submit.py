@@ -116,12 +116,16 @@ def submit_experiment(
     site: str | None = None,
     overrides: tuple[str, ...] = (),
     submit_dir: str | Path | None = None,
+    refresh_site: bool = False,
 ) -> Submission:
     """Load, check, render and submit an experiment file as one job.
+
+    ``refresh_site``: discover this machine's cluster again even when a discovered site is cached.
 
     Raises:
         ConfigError: Bad input (nothing is written or submitted).
         CommandError: The scheduler refused the job.
     """
-    rendered = render_experiment(path, site=site, overrides=overrides, ask_scheduler=True)
+    rendered = render_experiment(path, site=site, overrides=overrides, ask_scheduler=True,
+                                  refresh_site=refresh_site)
     return submit_rendered(rendered, submit_dir=submit_dir)

@@ -137,17 +137,20 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
     return RenderedScript(job, text, name)
 
 
-def detect_current_site(*, ask_scheduler: bool = False) -> str:
+def detect_current_site(*, ask_scheduler: bool = False, refresh: bool = False) -> str:
     """The site of this machine: ``HPCJOBS_SITE``, host name and environment, the cluster name, discovery.
 
     The cluster name is read from local files (``slurm.conf``, ``pbs.conf``: see
-    :mod:`hpcjobs.config.cluster_names`). A live scheduler is asked (site discovery, cached a day)
-    only with ``ask_scheduler``, which commands that submit set: rendering, listing and validating
-    never wait on a controller that does not answer. Without it, a machine whose configuration
-    names a cluster that no site file describes gets ``local`` with a warning, never silently.
+    :mod:`hpcjobs.config.cluster_names`). A live scheduler is asked (site discovery, cached a day,
+    again at once with ``refresh``) only with ``ask_scheduler``, which commands that submit set:
+    rendering, listing and validating never wait on a controller that does not answer. Without it,
+    a machine whose configuration names a cluster that no site file describes gets ``local`` with a
+    warning, never silently. With ``ask_scheduler`` the site chosen and why is logged in one line.
     """
     name = detect_site()
     if name != "local":
+        if ask_scheduler:
+            log.warning("site %s (detected on this machine: HPCJOBS_SITE, host name or environment)", name)
         return name
     from hpcjobs.config.cluster_names import local_cluster_names
 
@@ -155,10 +158,13 @@ def detect_current_site(*, ask_scheduler: bool = False) -> str:
     for cluster in clusters:
         name = detect_site(cluster_name=cluster)
         if name != "local":
+            if ask_scheduler:
+                log.warning("site %s (detected from cluster %s in this machine's scheduler configuration)",
+                            name, cluster)
             return name
     from hpcjobs.config.discover import discovered_site_for_this_machine, discovery_enabled
 
-    found = discovered_site_for_this_machine(ask=ask_scheduler)
+    found = discovered_site_for_this_machine(ask=ask_scheduler, refresh=refresh and ask_scheduler)
     if found is not None:
         return str(found.path)
     if clusters and not ask_scheduler and discovery_enabled():
@@ -169,12 +175,19 @@ def detect_current_site(*, ask_scheduler: bool = False) -> str:
 
 
 def load_site_for(experiment: Experiment, site_override: str | None = None, *,
-                  ask_scheduler: bool = False) -> tuple[SiteConfig, str]:
+                  ask_scheduler: bool = False, refresh_site: bool = False) -> tuple[SiteConfig, str]:
     """The site config an experiment runs on (``--site`` > the file's ``site:`` > detected) and its path.
 
-    ``ask_scheduler``: detection may ask a live scheduler (commands that submit).
+    ``ask_scheduler``: detection may ask a live scheduler, and the site chosen is logged with the
+    reason in one line (commands that submit). ``refresh_site``: discover the cluster again even when
+    a discovered site is cached.
     """
-    name = site_override or experiment.site or detect_current_site(ask_scheduler=ask_scheduler)
+    if site_override or experiment.site:
+        name = str(site_override or experiment.site)
+        if ask_scheduler:
+            log.warning("site %s (%s)", name, "--site" if site_override else "the experiment's site: key")
+    else:
+        name = detect_current_site(ask_scheduler=ask_scheduler, refresh=refresh_site)
     path = find_site(name)
     return load_site_file(path), str(path)
 
@@ -186,6 +199,7 @@ def render_experiment(
     overrides: tuple[str, ...] = (),
     template_dirs: tuple[str, ...] = (),
     ask_scheduler: bool = False,
+    refresh_site: bool = False,
 ) -> RenderedScript:
     """Load, resolve and render an experiment file: the library call behind ``hpcjobs render``.
 
@@ -193,6 +207,6 @@ def render_experiment(
         ConfigError: Anything wrong with the experiment, the site, or the request against the site.
     """
     experiment, doc = load_experiment(path, overrides)
-    site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler)
+    site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler, refresh_site=refresh_site)
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
     return render_job(job, template=experiment.template, template_dirs=template_dirs)

@@ -42,6 +42,7 @@ def run_sweep(
     workers: int | None = None,
     progress: Progress | None = None,
     client: SchedulerClient | None = None,
+    refresh_site: bool = False,
 ) -> tuple[PreparedSweep, SubmitReport]:
     """Plan (or resume) a sweep and submit its pending points; on the ``local`` site, run them.
 
@@ -57,7 +58,7 @@ def run_sweep(
         SubmitError: The scheduler refused a chunk (what was submitted stays recorded).
     """
     prepared = prepare_sweep(path, site=site, overrides=overrides, sweep_args=sweep_args, root=root,
-                             ask_scheduler=not dry_run)
+                             ask_scheduler=not dry_run, refresh_site=refresh_site)
     prepared = settle_identity(prepared, overrides=overrides, sweep_args=sweep_args, new=new, force=force,
                                strict=not dry_run)
     if dry_run:

@@ -83,6 +83,7 @@ def prepare_sweep(
     root: str | Path | None = None,
     submit_dir: str | Path | None = None,
     ask_scheduler: bool = False,
+    refresh_site: bool = False,
 ) -> PreparedSweep:
     """Load, check and expand a sweep; nothing is written.
 
@@ -94,6 +95,7 @@ def prepare_sweep(
         root: Folder of sweep folders.
         submit_dir: Working directory of the jobs (default: the current directory).
         ask_scheduler: Site detection may ask a live scheduler (set when the sweep is submitted).
+        refresh_site: Discover this machine's cluster again even when a discovered site is cached.
 
     Raises:
         ConfigError: Bad experiment, sweep or site, or a request the site cannot satisfy.
@@ -101,7 +103,7 @@ def prepare_sweep(
     experiment_path = Path(path).resolve()
     experiment, doc = load_experiment(experiment_path, overrides)
     text = read_text_file(experiment_path)  # bounded, regular files only (as load_experiment read it)
-    site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler)
+    site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler, refresh_site=refresh_site)
     points = expand(experiment.sweep, sweep_args, doc=doc, source_text=text)
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
     shapes, shape_of = job_shapes(experiment, doc, site_config, site_file, job, points)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -103,8 +104,26 @@ def test_no_site_file_anywhere_submits_to_the_discovered_slurm_site(
     cached = cache_dir() / "slurm-hpctest.yaml"
     assert load_site_file(cached).limits.max_array_size == int(slurm_testbed.config()["MaxArraySize"])
     # render asks no scheduler: the fresh cached site is used (scontrol hidden from PATH to prove it)
+    path = os.environ["PATH"]
     monkeypatch.setenv("PATH", str(tmp_path / "no-scheduler-here"))
     caplog.clear()
     result = CliRunner().invoke(main, ["render", str(exp)])
     assert result.exit_code == 0, result.output
     assert "#SBATCH" in result.output and "--partition=debug" in result.output
+    monkeypatch.setenv("PATH", path)
+    # --refresh-site discovers again although the cached site is fresh (a hand-edited limit is replaced)
+    cached.write_text(cached.read_text().replace(f"max_array_size: {load_site_file(cached).limits.max_array_size}",
+                                                 "max_array_size: 7"))
+    assert load_site_file(cached).limits.max_array_size == 7
+    single = tmp_path / "single.yaml"
+    single.write_text("name: single\ncommand: echo hi\nresources:\n  walltime: 00:01:00\n")
+    caplog.clear()
+    result = CliRunner().invoke(main, ["submit", str(single), "--refresh-site", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "site hpctest (discovered from Slurm cluster hpctest)" in caplog.text
+    assert load_site_file(cached).limits.max_array_size == int(slurm_testbed.config()["MaxArraySize"])
+    # every submitting command says which site it used and why, also when it was named
+    caplog.clear()
+    result = CliRunner().invoke(main, ["submit", str(single), "--site", str(cached), "--json"])
+    assert result.exit_code == 0, result.output
+    assert f"site {cached} (--site)" in caplog.text
