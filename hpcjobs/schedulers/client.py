@@ -177,13 +177,33 @@ class SchedulerClient:
                 log.warning("could not read MaxSubmitJobs: %s", exc)
             else:
                 if res.returncode == 0:
-                    limits = replace(limits, max_submit_jobs=self.backend.parse_user_limits(res.stdout))  # type: ignore[attr-defined]
+                    qos = self._qos_limits(timeout)
+                    limits = replace(limits, max_submit_jobs=self.backend.parse_user_limits(  # type: ignore[attr-defined]
+                        res.stdout, qos))
                 else:
                     log.warning("could not read MaxSubmitJobs: %s exited %s: %s", " ".join(argv), res.returncode,
                                 printable(res.stderr.strip())[:500])
         if key:
             limits_cache.store(key, limits)
         return limits
+
+    def _qos_limits(self, timeout: float) -> dict[str, int]:
+        """Per-user submit limits of the QOS (``{}`` when the backend has none or they cannot be read)."""
+        argv_of = getattr(self.backend, "qos_limits_argv", None)
+        if argv_of is None:
+            return {}
+        argv = argv_of()
+        try:
+            res = self.run(argv, check=False, timeout=timeout)
+        except HpcJobsError as exc:
+            log.warning("could not read the QOS submit limits: %s", exc)
+            return {}
+        if res.returncode != 0:
+            log.warning("could not read the QOS submit limits: %s exited %s: %s", " ".join(argv), res.returncode,
+                        printable(res.stderr.strip())[:500])
+            return {}
+        qos: dict[str, int] = self.backend.parse_qos_limits(res.stdout)  # type: ignore[attr-defined]
+        return qos
 
     def _limits_cache_key(self, command: str, user: str) -> str | None:
         """Cache key of the limits: family, cluster named by local config files, client executable, user."""

@@ -7,7 +7,7 @@ Slurm 22.05); this module assembles them behind :class:`SchedulerBackend`.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hpcjobs.formats import slurm as fmt
@@ -96,20 +96,44 @@ class SlurmBackend:
         return fmt.parse_scontrol_show_config(stdout).get("ClusterName") or None
 
     def user_limits_argv(self, user: str) -> list[str]:
-        """``sacctmgr`` query of the user's association submit limits."""
+        """``sacctmgr`` query of the user's associations: their submit limits and QOS."""
         # ``where`` and each condition are separate words: sacctmgr reads "where user=x" given as one
         # argument as an unknown condition and exits 1.
         return ["sacctmgr", "--noheader", "--parsable2", "show", "associations", "where", f"user={user}",
-                "format=Cluster,Account,Partition,MaxSubmitJobs,GrpSubmitJobs"]
+                "format=Cluster,Account,Partition,MaxSubmitJobs,GrpSubmitJobs,DefaultQOS,QOS"]
 
-    def parse_user_limits(self, stdout: str) -> int | None:
-        """The tightest submit limit among the user's associations (``None`` when unlimited)."""
+    def qos_limits_argv(self) -> list[str]:
+        """``sacctmgr`` query of every QOS's per-user submit limit."""
+        return ["sacctmgr", "--noheader", "--parsable2", "show", "qos", "format=Name,MaxSubmitJobsPerUser"]
+
+    def parse_qos_limits(self, stdout: str) -> dict[str, int]:
+        """``{qos: MaxSubmitJobsPerUser}`` of the QOS that set one."""
+        out: dict[str, int] = {}
+        for line in stdout.splitlines():
+            name, _, value = line.partition("|")
+            value = value.split("|", 1)[0].strip()
+            if name.strip() and re.fullmatch(r"\d+", value):
+                out[name.strip()] = int(value)
+        return out
+
+    def parse_user_limits(self, stdout: str, qos_limits: Mapping[str, int] | None = None) -> int | None:
+        """The tightest submit limit among the user's associations and their QOS (``None`` when unlimited).
+
+        An association's jobs run under its ``DefaultQOS`` (else ``normal`` when the association may use
+        it, else its first allowed QOS); that QOS's ``MaxSubmitJobsPerUser`` counts as well as the
+        association's own ``MaxSubmitJobs`` and ``GrpSubmitJobs``.
+        """
         limits = []
         for line in stdout.splitlines():
             parts = line.split("|")
             for value in parts[3:5]:
                 if re.fullmatch(r"\d+", value.strip()):
                     limits.append(int(value))
+            if qos_limits and len(parts) >= 7:
+                allowed = [q.strip() for q in parts[6].split(",") if q.strip()]
+                default = parts[5].strip() or ("normal" if "normal" in allowed or not allowed else allowed[0])
+                if default in qos_limits:
+                    limits.append(qos_limits[default])
         return min(limits) if limits else None
 
     def tag_query_argvs(self, name: str, user: str) -> list[list[str]]:

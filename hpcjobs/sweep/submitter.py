@@ -166,6 +166,8 @@ class SweepSubmitter:
                                       self.prepared.site.limits.max_array_size)
             user_limit = (self.prepared.site.limits.max_submitted_jobs
                           or (limits.max_submit_jobs if limits else None))
+            if user_limit:  # a chunk must fit the submit limit by itself: it then trickles in as room frees
+                capacity = max(1, min(capacity, user_limit))
             if not dry_run:
                 for out_dir in {s.job.output_dir for s in self.prepared.shapes} or {self.prepared.job.output_dir}:
                     (self.prepared.submit_dir / out_dir).mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,7 @@ def test_second_query_comes_from_the_cache(seam) -> None:
     first = SchedulerClient(get_backend("slurm")).limits(user="alice")
     second = SchedulerClient(get_backend("slurm")).limits(user="alice")
     assert first == second and first.max_array_size == 101 and first.max_submit_jobs == 77
-    assert [c for c, _ in seam] == ["scontrol", "sacctmgr"]  # asked once
+    assert [c for c, _ in seam] == ["scontrol", "sacctmgr", "sacctmgr"]  # associations and QOS, asked once
     assert all(t == limits_cache.DEFAULT_QUERY_TIMEOUT_S for _, t in seam)
     SchedulerClient(get_backend("slurm")).limits(user="bob")  # another user: asked again
     assert [c for c, _ in seam].count("scontrol") == 2

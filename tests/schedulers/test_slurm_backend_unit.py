@@ -163,3 +163,17 @@ def test_unreadable_user_limit_is_logged_with_the_command(monkeypatch, caplog):
     assert sacctmgr[sacctmgr.index("where") + 1] == "user=alice"
     assert any("could not read MaxSubmitJobs" in r.message and "Connection refused" in r.message
                and "exited 1" in r.message for r in caplog.records)
+
+
+def test_user_limit_includes_the_default_qos_submit_limit(slurm):
+    # sacctmgr --noheader --parsable2 show qos format=Name,MaxSubmitJobsPerUser (a QOS without a limit prints '')
+    qos = slurm.parse_qos_limits("normal|20\nlong|\ngpu|4\n")
+    assert qos == {"normal": 20, "gpu": 4}
+    # format=Cluster,Account,Partition,MaxSubmitJobs,GrpSubmitJobs,DefaultQOS,QOS
+    assocs = "hpctest|hpcjobs||||normal|normal\nhpctest|other||||normal|normal\n"
+    assert slurm.parse_user_limits(assocs, qos) == 20
+    assert slurm.parse_user_limits(assocs, {}) is None
+    assert slurm.parse_user_limits("hpctest|gpuacct||500||gpu|gpu,normal\n", qos) == 4  # DefaultQOS wins
+    assert slurm.parse_user_limits("hpctest|a||500|||long,normal\n", qos) == 20  # no DefaultQOS: normal
+    assert slurm.parse_user_limits("hpctest|a||500|||long\n", qos) == 500  # only 'long', which sets none
+

@@ -225,3 +225,27 @@ def test_dry_run_prints_commands_and_submits_nothing(tmp_path, monkeypatch, site
     assert "#SBATCH --array=0-99" in report.dry_run_script
     assert {c[0] for c in fake.calls} <= {"scontrol", "sacctmgr"}  # read-only questions, no submission
     assert not (tmp_path / "sweeps").exists()
+
+
+class LimitedSlurm(FakeSlurm):
+    """The fake scheduler with a QOS submit limit: sacctmgr reports it, squeue counts the queued tasks."""
+
+    def __init__(self, limit: int, **kw):
+        super().__init__(**kw)
+        self.limit = limit
+
+    def __call__(self, argv, *, timeout=60.0, input=None, env=None, cwd=None, check=True):
+        if argv[0] == "sacctmgr" and "qos" in argv:
+            return CommandResult(tuple(argv), 0, f"normal|{self.limit}\n", "", 0.0)
+        if argv[0] == "sacctmgr":
+            return CommandResult(tuple(argv), 0, "fake|hpcjobs||||normal|normal\n", "", 0.0)
+        return super().__call__(argv, timeout=timeout, input=input, env=env, cwd=cwd, check=check)
+
+
+def test_chunks_fit_the_qos_submit_limit(tmp_path, monkeypatch, site):
+    """A chunk above the user's submit limit could never be queued: chunks shrink to the QOS limit."""
+    fake = LimitedSlurm(limit=40, max_array_size=101)
+    _prepared, ledger, sub = _run(tmp_path, fake, monkeypatch, site, n=100)
+    report = sub.submit()
+    assert [d["array"] for d in fake.jobs.values()] == ["0-39", "0-39", "0-19"]
+    assert report.chunks_submitted == 3 and ledger.summary() == {"SUBMITTED": 100}
