@@ -287,15 +287,16 @@ def read_qstat_text(text: str, *, tz: tzinfo | str | None = None) -> pd.DataFram
 def iter_source_lines(source: Source) -> Iterator[str]:
     """Lines of accounting text, of one file/directory, or of several (in the order given).
 
-    A ``str`` holding a newline or a ``;`` is text; any other ``str``/path names a file, or a
-    directory whose files are read in name order (``YYYYMMDD`` sorts by date).
+    A ``str`` holding a newline or a ``;``, or only blanks, is text; any other ``str``/path names a
+    file, or a directory whose files are read in name order (``YYYYMMDD`` sorts by date). (An empty
+    string is empty text, never ``Path("")``, which is the current directory.)
     """
-    if isinstance(source, str) and ("\n" in source or ";" in source):
+    if isinstance(source, str) and ("\n" in source or ";" in source or not source.strip()):
         yield from source.splitlines()
         return
     items: Iterable[str | os.PathLike[str]] = [source] if isinstance(source, (str, os.PathLike)) else source
     for item in items:
-        if isinstance(item, str) and ("\n" in item or ";" in item):
+        if isinstance(item, str) and ("\n" in item or ";" in item or not item.strip()):
             yield from item.splitlines()
             continue
         path = Path(item)

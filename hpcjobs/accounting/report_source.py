@@ -255,7 +255,10 @@ def _read_sacct_text(p: Path, text: str, tz: str | None, sacct_fields: Sequence[
             raise
         plain = (prepared.source.decode(errors="replace") if isinstance(prepared.source, bytes)
                  else p.read_text(encoding="utf-8", errors="replace"))
-        names = list(fields or prepared.names)
+        # the field names as sacct spells them (the header's own, or the list given), for the message
+        names = list(fields) if fields else [n.strip() for n in first.rstrip("\r\n").split(delim) if n.strip()]
+        if len(names) != len(prepared.names):
+            names = list(prepared.names)
         located = locate_sacct_text_error(plain, names, str(p), exc,
                                           lambda t: read_sacct_parsable2(t, names, tz=tz or "UTC"))
         if located is None:

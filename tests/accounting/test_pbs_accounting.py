@@ -213,9 +213,16 @@ def test_accounting_default_timezone_is_the_machines(monkeypatch: pytest.MonkeyP
     assert by_id(df)["4201.pbs"].end_time == ts("2022-10-14 09:10:00")
 
 
-def test_empty_accounting() -> None:
-    df = ap.read_pbs_accounting("")
-    assert len(df) == 0
+def test_empty_accounting(tmp_path, monkeypatch) -> None:
+    """An empty string is empty text: not Path(""), the current directory (whose files were once read)."""
+    import warnings
+
+    (tmp_path / "20221014").write_text("10/14/2022 09:00:00;E;1.pbs;user=a Exit_status=0 end=1665738000\n")
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        df = ap.read_pbs_accounting("")
+        assert len(df) == 0 and len(ap.read_pbs_accounting("  ")) == 0
     assert_schema(df, "pbspro")
 
 

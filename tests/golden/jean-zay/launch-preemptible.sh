@@ -174,7 +174,7 @@ hpcjobs_on_preempt() {
 
 hpcjobs_on_term() {
     trap '' USR1 TERM
-    echo "hpcjobs: SIGTERM at $(date +%s): stopping the program and checkpointing (hpcjobs does not requeue on SIGTERM; the scheduler may, as qrerun and preemption with requeue do)" >&2
+    echo "hpcjobs: SIGTERM at $(date +%s): stopping the program and checkpointing (hpcjobs does not requeue on SIGTERM; the scheduler may requeue the job itself)" >&2
     hpcjobs_stop_main TERM
     hpcjobs_checkpoint
     exit 143
