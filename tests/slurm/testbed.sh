@@ -65,7 +65,9 @@ record_pid() { echo "$2 $(proc_starttime "$2")" >"$PID_DIR/$1"; }
 # Runs a daemon detached (its own session), logs to LOG_DIR/NAME.out, records its PID.
 launch() {
     local name=$1; shift
-    setsid "$@" </dev/null >>"$LOG_DIR/$name.out" 2>&1 &
+    # from / : a daemon keeps its start folder as cwd, and slurmstepd inherits it; were it a checkout
+    # deleted later, every job step would print "Unable to get current working directory"
+    (cd / && exec setsid "$@" </dev/null >>"$LOG_DIR/$name.out" 2>&1) &
     local pid=$!
     sleep 0.05
     record_pid "$name" "$pid"
@@ -207,7 +209,7 @@ JobAcctGatherParams=OverMemoryKill
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=6819
-AccountingStorageEnforce=associations
+AccountingStorageEnforce=associations,limits,qos
 AccountingStorageTRES=gres/gpu
 AccountingStoreFlags=job_comment,job_script
 JobCompType=jobcomp/none
@@ -401,7 +403,8 @@ cmd_start() {
     need_root start
     packages_installed || cmd_install
     mkdir -p "$PID_DIR" "$LOG_DIR" "$STATE_DIR/run" "$CTLD_STATE" "$SLURMD_SPOOL" "$JOB_DIR"
-    if [[ ${WIPE_DB:-0} != 1 ]] && healthy; then
+    if [[ ${WIPE_DB:-0} != 1 ]] && healthy \
+        && render_slurm_conf "$(host_short)" | cmp -s - "$SLURM_ETC/slurm.conf"; then
         log "testbed already running and healthy"
         return 0
     fi
