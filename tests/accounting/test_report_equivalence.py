@@ -297,7 +297,7 @@ def test_large_sacct_text_error_names_its_last_line(tmp_path):
     path.write_text("\n".join([*lines[:-1], "|".join(parts)]) + "\n")
     with pytest.raises(ConfigError) as err:
         read_saved(path)
-    assert f"{path}:{len(lines)}:" in str(err.value) and "elapsedraw" in str(err.value)
+    assert f"{path}:{len(lines)}:" in str(err.value) and "ElapsedRaw: " in str(err.value)  # named as sacct spells it
 
 
 def test_cli_report_of_a_large_file_matches_the_reference(tmp_path):

@@ -44,7 +44,7 @@ def test_cluster_limits_from_scontrol_show_config(slurm_testbed):
     assert config["MaxArraySize"] == "101"
     assert config["DefMemPerCPU"] == "256"
     assert config["MinJobAge"] == "60 sec"
-    assert config["AccountingStorageEnforce"] == "associations"
+    assert config["AccountingStorageEnforce"] == "associations,limits,qos"
     assert "job_comment" in config["AccountingStoreFlags"]
 
 
