@@ -381,7 +381,11 @@ def exit_meaning(scheduler: str, code: Any, sig: Any, state: str | None = None) 
         except ValueError:
             return f"signal {n}"
 
+    if state == "OUT_OF_MEMORY":  # Slurm records 0:125 (no signal 125 exists): the memory cgroup's kill
+        return _STATE_MEANING[state]
     if pd.notna(sig) and int(sig) > 0:
+        if int(sig) >= 65 and state in _STATE_MEANING:  # beyond the signals (1..64): not a signal number
+            return _STATE_MEANING[state]
         return f"killed by {name(int(sig))}"
     if pd.isna(code) or int(code) == 0:
         if state in _STATE_MEANING:

@@ -212,6 +212,8 @@ def test_failures_pbs_exit_meanings(pbs):
     (("torque", -11, pd.NA), "torque: walltime exceeded (-11)"),
     (("slurm", 137, 0), "exit 137 (a command killed by SIGKILL)"),
     (("slurm", 0, 0, "OUT_OF_MEMORY"), "out of memory"),
+    (("slurm", 0, 125, "OUT_OF_MEMORY"), "out of memory"),  # sacct ExitCode 0:125 of an OOM kill
+    (("slurm", 0, 9, "FAILED"), "killed by SIGKILL"),
     (("slurm", pd.NA, pd.NA), "unknown"),
 ])
 def test_exit_meaning(args, text):
