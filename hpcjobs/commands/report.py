@@ -93,6 +93,10 @@ def _print_tables(tables: dict[str, Any], max_rows: int) -> None:
               help="Which report.")
 @click.option("--table", "table_name", metavar="NAME", help="Only this table of the section (e.g. wait_by_partition).")
 @click.option("--top", type=click.IntRange(1), default=20, show_default=True, help="Rows of worst-offender tables.")
+@click.option("--jobs", "per_job", is_flag=True, help="One row per job (state, exit, elapsed, efficiencies) instead "
+              "of the summary tables, like reportseff.")
+@click.option("--columns", metavar="C1,C2,...", help="With --jobs: the columns to show (e.g. job_id,state,exit,"
+              "elapsed,cpu_efficiency,mem_efficiency,max_rss_bytes,wait).")
 @click.option("--csv", "as_csv", is_flag=True, help="CSV on stdout (durations in seconds; several tables are "
               "separated by '# <name>' lines).")
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout: {table: [rows]} (durations in seconds).")
@@ -105,8 +109,8 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
            partitions: tuple[str, ...], sweep: str | None, scheduler: str | None, from_file: str | None,
            tz: str | None, sacct_fields: str | None, delimiter: str | None, gpu_logs: str | None, section: str,
            table_name: str | None,
-           top: int, as_csv: bool, as_json: bool, plot_dir: str | None, plot_format: str,
-           html_file: str | None) -> None:
+           top: int, per_job: bool, columns: str | None, as_csv: bool, as_json: bool, plot_dir: str | None,
+           plot_format: str, html_file: str | None) -> None:
     """Efficiency and waste, queue wait and failures of finished jobs.
 
     Queries sacct (Slurm) for the period, or reads a saved scheduler output with --from-file.
@@ -116,7 +120,7 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
     from hpcjobs.accounting import reports
     from hpcjobs.accounting.report_source import ReportFilters, load_report_frame, parse_when
     from hpcjobs.accounting.skipped import SkippedRecordsWarning
-    from hpcjobs.errors import ConfigError
+    from hpcjobs.errors import ConfigError, ConfigProblem
 
     if as_csv and as_json:
         raise ConfigError("choose one of --csv and --json")
@@ -140,7 +144,14 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
         from hpcjobs.accounting.gpu import find_gpu_files, gpu_job_summary
 
         gpu = gpu_job_summary(find_gpu_files(gpu_logs))
-    tables = reports.report_tables(df, section, gpu=gpu, top=top)
+    if columns and not per_job:
+        raise ConfigError(ConfigProblem("--columns goes with --jobs", key="--columns"))
+    if per_job:
+        from hpcjobs.accounting.report_jobs import jobs_table
+
+        tables = {"jobs": jobs_table(df, columns.split(",") if columns else None, gpu=gpu)}
+    else:
+        tables = reports.report_tables(df, section, gpu=gpu, top=top)
     if table_name:
         if table_name not in tables:
             raise ConfigError(f"no table {table_name!r} in section {section}; tables: {', '.join(tables)}")
@@ -174,4 +185,4 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
             sys.stdout.write(_machine_frame(t).to_csv(index=False))
         sys.stdout.flush()
     elif not (plot_dir or html_file) or sys.stdout.isatty():
-        _print_tables(tables, max_rows=top)
+        _print_tables(tables, max_rows=len(tables["jobs"]) if per_job else top)

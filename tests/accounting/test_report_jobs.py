@@ -1,0 +1,41 @@
+"""`hpcjobs report --jobs [--columns]`: one row per job with its exit explained, like reportseff."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from hpcjobs.accounting.report_jobs import DEFAULT_JOB_COLUMNS, jobs_table
+from hpcjobs.accounting.report_source import ReportFilters, load_report_frame
+from hpcjobs.cli import main
+
+# real sacct --parsable2 -X output of the Slurm testbed (tests/data/SOURCES.md)
+CAPTURE = Path(__file__).resolve().parent.parent / "data" / "slurm" / "testbed" / "sacct_header_X.txt"
+
+
+def test_one_row_per_job_with_the_exit_explained() -> None:
+    df = load_report_frame(ReportFilters(), from_file=str(CAPTURE))
+    table = jobs_table(df)
+    assert list(table.columns) == list(DEFAULT_JOB_COLUMNS)
+    assert len(table) == df["job_id"].nunique() and table["job_id"].is_unique
+    by_name = table.set_index("job_name")
+    assert by_name.loc["cap-exit3", "exit"] == "exit 3"
+    assert by_name.loc["cap-timeout", "exit"] == "time limit reached"
+    assert by_name.loc["cap-completed", "state"] == "COMPLETED" and by_name.loc["cap-completed", "exit"] == "success"
+
+
+def test_cli_columns_csv_and_refusals() -> None:
+    runner = CliRunner()
+    out = runner.invoke(main, ["report", "--from-file", str(CAPTURE), "--jobs", "--columns", "job_id,state,exit,wait",
+                               "--csv"])
+    assert out.exit_code == 0, out.output
+    rows = list(csv.DictReader(io.StringIO(out.stdout)))
+    assert list(rows[0]) == ["job_id", "state", "exit", "wait"]
+    assert {r["job_id"]: r["exit"] for r in rows}["5"] == "exit 3"
+    bad = runner.invoke(main, ["report", "--from-file", str(CAPTURE), "--jobs", "--columns", "job_id,nope"])
+    assert bad.exit_code == 2 and "no job column 'nope'" in bad.output and "cpu_efficiency" in bad.output
+    alone = runner.invoke(main, ["report", "--from-file", str(CAPTURE), "--columns", "job_id"])
+    assert alone.exit_code == 2 and "--columns goes with --jobs" in alone.output
