@@ -233,12 +233,16 @@ def _read_sacct_text(p: Path, text: str, tz: str | None, sacct_fields: Sequence[
                      delimiter: str | None) -> pd.DataFrame:
     """Saved sacct text in any spelling (``text``: at least its first line); errors exit 2 naming the file."""
     from hpcjobs.accounting.sacct_text import prepare
-    from hpcjobs.accounting.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
+    from hpcjobs.accounting.slurm import SACCT_ACCOUNTING_FIELDS, SACCT_QUERY_FIELDS, read_sacct_parsable2
 
     first = text.split("\n", 1)[0].rstrip("\r")
     delim = delimiter or guess_delimiter(first) or "|"
     header = first.split(delim)[0].strip().lower() == "jobid"
     fields = list(sacct_fields) if sacct_fields else None if header else SACCT_ACCOUNTING_FIELDS
+    if fields is SACCT_ACCOUNTING_FIELDS:  # headerless: hpcjobs' own query list (live reports) is known too
+        count = len(first.split(delim))  # a last field left empty and a trailing delimiter look alike
+        if len(SACCT_QUERY_FIELDS) in (count, count - 1 if first.endswith(delim) else -1):
+            fields = SACCT_QUERY_FIELDS
     try:
         return read_sacct_parsable2(p, fields, tz=tz or "UTC", delimiter=delim)
     except SstatOutputError as exc:

@@ -159,7 +159,8 @@ def read_sacct_parsable2(
     prepared = prepare(source, fields, delimiter)
     if not prepared.header:
         check_fields(sample_lines(prepared.source, False), prepared.names, prepared.sep,
-                     given=fields is not None and fields is not SACCT_ACCOUNTING_FIELDS,
+                     given=fields is not None and fields is not SACCT_ACCOUNTING_FIELDS
+                     and fields is not SACCT_QUERY_FIELDS,
                      shown=list(fields) if fields is not None else None)
     col, skipped = read_columns(prepared)
     n = len(next(iter(col.values())))

@@ -39,3 +39,23 @@ def test_cli_columns_csv_and_refusals() -> None:
     assert bad.exit_code == 2 and "no job column 'nope'" in bad.output and "cpu_efficiency" in bad.output
     alone = runner.invoke(main, ["report", "--from-file", str(CAPTURE), "--columns", "job_id"])
     assert alone.exit_code == 2 and "--columns goes with --jobs" in alone.output
+
+
+def test_headerless_text_in_hpcjobs_query_order_is_read(tmp_path: Path) -> None:
+    """Text saved headerless with the 30 fields hpcjobs' live query asks for is read without --sacct-fields.
+
+    Built from the real capture (its values, re-ordered to SACCT_QUERY_FIELDS); the five fields the capture
+    lacks are left empty, as sacct prints them for jobs without steps or comments.
+    """
+    from hpcjobs.accounting.slurm import SACCT_QUERY_FIELDS
+
+    lines = CAPTURE.read_text().splitlines()
+    names = lines[0].split("|")
+    rows = [dict(zip(names, line.split("|"), strict=True)) for line in lines[1:]]
+    saved = tmp_path / "query-order.txt"
+    saved.write_text("".join("|".join(r.get(f, "") for f in SACCT_QUERY_FIELDS) + "\n" for r in rows))
+    out = CliRunner().invoke(main, ["report", "--from-file", str(saved), "--jobs", "--columns", "job_id,state,exit",
+                                    "--csv"])
+    assert out.exit_code == 0, out.output
+    got = {r["job_id"]: (r["state"], r["exit"]) for r in csv.DictReader(io.StringIO(out.stdout))}
+    assert got["5"] == ("FAILED", "exit 3") and len(got) == len(rows)
