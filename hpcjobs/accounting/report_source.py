@@ -340,4 +340,37 @@ def load_report_frame(filters: ReportFilters, *, from_file: str | os.PathLike[st
         df = query_sacct(since, filters.until, users=list(filters.users) or None,
                          accounts=list(filters.accounts) or None,
                          all_users=all_users and not filters.users)
+    if filters.sweep is not None:
+        from dataclasses import replace
+
+        ids = df.loc[df["step"].isna(), "sweep_id"].dropna().astype(str).unique().tolist()
+        filters = replace(filters, sweep=resolve_sweep_name(filters.sweep, ids))
     return apply_filters(df, filters)
+
+
+def resolve_sweep_name(name: str, ids_in_data: Sequence[str]) -> str:
+    """The sweep id ``--sweep`` means, as ``status``/``cancel``/``resubmit`` read it.
+
+    A sweep of this machine's sweep root (exact id, then name, then a unique prefix: see
+    :func:`hpcjobs.sweep.identity.find_sweep`) wins; else the sweep ids found in the accounting data
+    are matched the same way (a saved file from another machine).
+
+    Raises:
+        ConfigError: No sweep matches (the data's sweeps are listed), or the name is ambiguous (exit 2).
+    """
+    from hpcjobs.sweep.identity import find_sweep
+
+    try:
+        return find_sweep(name).name
+    except ConfigError:
+        pass
+    for match in (lambda i: i == name, lambda i: i.rsplit("-", 1)[0] == name, lambda i: i.startswith(name)):
+        found = sorted({i for i in ids_in_data if match(i)})
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise ConfigError(ConfigProblem(f"--sweep {name!r} is ambiguous: {', '.join(found[:10])}",
+                                            key="--sweep"))
+    there = ", ".join(sorted(set(ids_in_data))[:10]) or "none"
+    raise ConfigError(ConfigProblem(f"no sweep {name!r} in the sweep folder or in the accounting data (sweeps in "
+                                    f"the data: {there})", key="--sweep"))

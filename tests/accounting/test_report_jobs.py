@@ -6,6 +6,7 @@ import csv
 import io
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from hpcjobs.accounting.report_jobs import DEFAULT_JOB_COLUMNS, jobs_table
@@ -59,3 +60,28 @@ def test_headerless_text_in_hpcjobs_query_order_is_read(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     got = {r["job_id"]: (r["state"], r["exit"]) for r in csv.DictReader(io.StringIO(out.stdout))}
     assert got["5"] == ("FAILED", "exit 3") and len(got) == len(rows)
+
+
+def test_report_sweep_accepts_what_status_accepts_and_refuses_unknown(tmp_path: Path, monkeypatch) -> None:
+    """--sweep: exact id, name, unique prefix (as status/cancel/resubmit); unknown or ambiguous: exit 2."""
+    from hpcjobs.accounting.report_source import resolve_sweep_name
+    from hpcjobs.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)  # no sweep folder here: the ids in the data answer
+    ids = ["fates-c86a1e4b", "fates2-00aa11bb", "it-timeout"]
+    assert resolve_sweep_name("fates-c86a1e4b", ids) == "fates-c86a1e4b"
+    assert resolve_sweep_name("fates", ids) == "fates-c86a1e4b"  # the name beats the prefix
+    assert resolve_sweep_name("fates2", ids) == "fates2-00aa11bb"
+    assert resolve_sweep_name("it-t", ids) == "it-timeout"
+    with pytest.raises(ConfigError, match="is ambiguous"):
+        resolve_sweep_name("fa", ids)
+    with pytest.raises(ConfigError, match=r"no sweep 'nosuch'.*fates-c86a1e4b"):
+        resolve_sweep_name("nosuch", ids)
+    # saved sacct text of the Slurm testbed holding a sweep's jobs (tests/data/SOURCES.md)
+    saved = CAPTURE.parent.parent / "spellings" / "sacct_p_header.txt"
+    out = CliRunner().invoke(main, ["report", "--from-file", str(saved), "--sweep", "fates", "--jobs", "--csv",
+                                    "--columns", "job_id,sweep_id"])
+    assert out.exit_code == 0, out.output
+    assert {r["sweep_id"] for r in csv.DictReader(io.StringIO(out.stdout))} == {"fates-c86a1e4b"}
+    bad = CliRunner().invoke(main, ["report", "--from-file", str(saved), "--sweep", "nosuch"])
+    assert bad.exit_code == 2 and "no sweep 'nosuch'" in bad.output
