@@ -22,12 +22,9 @@ from hpcjobs.output import atomic_writer
 
 def default_cache_dir() -> Path:
     """``$HPCJOBS_CACHE_DIR``, else ``$XDG_CACHE_HOME/hpcjobs``, else ``~/.cache/hpcjobs``."""
-    explicit = os.environ.get("HPCJOBS_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "hpcjobs"
+    from hpcjobs.config.sites import user_cache_dir
+
+    return user_cache_dir()
 
 
 def window_key(argv_shape: Sequence[str], start: datetime, end: datetime) -> str:

@@ -33,6 +33,15 @@ def user_config_dir() -> Path:
     return Path(base) / "hpcjobs"
 
 
+def user_cache_dir() -> Path:
+    """``$HPCJOBS_CACHE_DIR``, else ``$XDG_CACHE_HOME/hpcjobs``, else ``~/.cache/hpcjobs``."""
+    explicit = os.environ.get("HPCJOBS_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "hpcjobs"
+
+
 def site_search_path() -> list[Path]:
     """Directories searched for ``<name>.yaml`` site configs, first match wins."""
     dirs = [Path(p) for p in os.environ.get("HPCJOBS_SITE_PATH", "").split(os.pathsep) if p]

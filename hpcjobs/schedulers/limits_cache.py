@@ -47,12 +47,10 @@ def query_timeout_s() -> float:
 
 
 def cache_dir() -> Path:
-    """``$HPCJOBS_CACHE_DIR``, else ``$XDG_CACHE_HOME/hpcjobs``, else ``~/.cache/hpcjobs``; then ``limits/``."""
-    explicit = os.environ.get("HPCJOBS_CACHE_DIR")
-    if explicit:
-        return Path(explicit) / "limits"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "hpcjobs" / "limits"
+    """The user's cache folder (:func:`hpcjobs.config.sites.user_cache_dir`), then ``limits/``."""
+    from hpcjobs.config.sites import user_cache_dir
+
+    return user_cache_dir() / "limits"
 
 
 def cache_key(family: str, cluster: str | None, executable: str, user: str) -> str | None:
