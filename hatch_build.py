@@ -1,4 +1,4 @@
-"""Hatch build hook: compile the optional C scanner for sacct text (``hpcjobs.accounting._sacct_scan``).
+"""Hatch build hook: compile the optional C scanner for sacct text (``hpcjobs.accounting.sacct._scan``).
 
 The package is complete without it -- the pyarrow reader parses the same text, more slowly -- so a
 machine without a C compiler or Python headers still builds and installs hpcjobs (a warning says
@@ -15,8 +15,8 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-EXTENSION = "hpcjobs.accounting._sacct_scan"
-SOURCE = "hpcjobs/accounting/_sacct_scan.c"
+EXTENSION = "hpcjobs.accounting.sacct._scan"
+SOURCE = "hpcjobs/accounting/sacct/_scan.c"
 
 
 class CompileScannerHook(BuildHookInterface):  # type: ignore[type-arg]
@@ -37,7 +37,7 @@ class CompileScannerHook(BuildHookInterface):  # type: ignore[type-arg]
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
         if not editable:
-            build_data["force_include"][str(built)] = "hpcjobs/accounting/" + built.name
+            build_data["force_include"][str(built)] = "hpcjobs/accounting/sacct/" + built.name
 
     def _compile(self, *, inplace: bool) -> Path:
         from setuptools import Distribution, Extension

@@ -44,7 +44,7 @@ mode, path = sys.argv[1], sys.argv[2]
 out = {}
 if mode == "ingest":
     from pathlib import Path
-    from hpcjobs.accounting.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
+    from hpcjobs.accounting.sources.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
     out["rows"] = len(read_sacct_parsable2(Path(path), SACCT_ACCOUNTING_FIELDS))
 elif mode == "report":
     from hpcjobs.cli import main
@@ -54,7 +54,7 @@ elif mode == "report":
     out["tables"] = len(json.loads(sink.getvalue()))
 else:
     t = time.perf_counter()
-    from hpcjobs.accounting import reports
+    from hpcjobs import accounting as reports
     from hpcjobs.accounting.report_source import ReportFilters, apply_filters, read_saved
     from hpcjobs.commands.report import _records
     t, out["import"] = time.perf_counter(), time.perf_counter() - t

@@ -28,8 +28,8 @@ from datetime import datetime, timedelta
 import numpy as np
 import pandas as pd
 
-from hpcjobs.accounting import sacct_scan
-from hpcjobs.accounting.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
+from hpcjobs.accounting.sacct import scan as sacct_scan
+from hpcjobs.accounting.sources.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
 
 FIELDS = [f.lower() for f in SACCT_ACCOUNTING_FIELDS]
 END_STATES = [("COMPLETED", "0:0"), ("COMPLETED", "0:0"), ("COMPLETED", "0:0"), ("COMPLETED", "0:0"),

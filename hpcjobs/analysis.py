@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hpcjobs.accounting.report_sweeps import sweep_frame
+from hpcjobs.accounting.reports.sweeps import sweep_frame
 from hpcjobs.accounting.schema import empty_frame
 from hpcjobs.sweep.api import find_sweep
 from hpcjobs.sweep.ledger import Ledger
@@ -45,7 +45,7 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
         sweep: Sweep id, unique id prefix, or folder.
         root: Folder of sweep folders (default ``./hpcjobs-sweeps`` or ``$HPCJOBS_SWEEP_ROOT``).
         jobs: Accounting rows to join (any scheduler, the normalised schema: e.g. from
-            :func:`hpcjobs.accounting.pbs.read_pbs_accounting`). Default: asked of Slurm's ``sacct``
+            :func:`hpcjobs.accounting.sources.pbs.read_pbs_accounting`). Default: asked of Slurm's ``sacct``
             for the sweep's jobs (one windowed, cached query); on other schedulers, the ledger's
             own record (state and exit code only).
         cache: Cache finished sacct windows on disk, and the points' results read so far.
@@ -56,7 +56,7 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
 
     Returns:
         ``point_id``, ``index``, the parameters, the fate columns of
-        :func:`hpcjobs.accounting.report_sweeps.sweep_frame` (state, exit code, wait, elapsed,
+        :func:`hpcjobs.accounting.reports.sweeps.sweep_frame` (state, exit code, wait, elapsed,
         efficiencies), plus ``ledger_state`` and ``attempt``, then the metrics, ``result_error``,
         ``log_out`` and ``log_err``.
     """
@@ -67,7 +67,7 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
         job_ids = sorted({s.job_id for s in ledger.submissions() if s.job_id and s.state == "submitted"})
     if jobs is None:
         if meta.scheduler == "slurm" and job_ids:
-            from hpcjobs.accounting.slurm import query_sacct
+            from hpcjobs.accounting.sources.slurm import query_sacct
 
             start = datetime.fromtimestamp(meta.created_at, tz=timezone.utc) - timedelta(hours=1)
             jobs = query_sacct(start, job_ids=job_ids, cache=cache)

@@ -25,7 +25,7 @@ from hpcjobs.accounting.input_checks import (
     locate_json_error,
     locate_sacct_text_error,
 )
-from hpcjobs.accounting.sacct_text import SstatOutputError, guess_delimiter, is_sstat_header, sstat_message
+from hpcjobs.accounting.sacct.text import SstatOutputError, guess_delimiter, is_sstat_header, sstat_message
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 
 #: Formats :func:`detect_format` can name.
@@ -128,7 +128,7 @@ def read_saved(path: str | os.PathLike[str], *, scheduler: str | None = None, tz
         tz: Time zone the file's times were written in (sacct text, PBS/Torque logs); default UTC
             for sacct text, the machine's zone for PBS/Torque logs.
         sacct_fields: ``--format`` fields of headerless sacct text (default: a header line, else
-            :data:`hpcjobs.accounting.slurm.SACCT_ACCOUNTING_FIELDS`, when the values fit it).
+            :data:`hpcjobs.accounting.sources.slurm.SACCT_ACCOUNTING_FIELDS`, when the values fit it).
         delimiter: ``sacct --delimiter`` of sacct text (default: detected from the first line).
 
     Returns:
@@ -137,7 +137,7 @@ def read_saved(path: str | os.PathLike[str], *, scheduler: str | None = None, tz
     Raises:
         ConfigError: Unreadable file, unknown format, or sacct text whose field count is unknown.
     """
-    # hpcjobs.accounting.pbs imported first hits the formats.pbs <-> schedulers import cycle (cc95783);
+    # hpcjobs.accounting.sources.pbs imported first hits the formats.pbs <-> schedulers import cycle (cc95783);
     # importing the schedulers package first resolves it. Remove when the cycle is fixed.
     import hpcjobs.schedulers  # noqa: F401
 
@@ -175,7 +175,7 @@ def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Se
     if fmt == "sacct-parsable2":
         return _read_sacct_text(p, text, tz, sacct_fields, delimiter)
     if fmt == "sacct-json":
-        from hpcjobs.accounting.slurm import read_sacct_json
+        from hpcjobs.accounting.sources.slurm import read_sacct_json
 
         doc = load_json(text, str(p))
         try:
@@ -186,26 +186,26 @@ def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Se
                 raise
             raise located from None
     if fmt == "qstat-json":
-        from hpcjobs.accounting.pbs import read_qstat_json
+        from hpcjobs.accounting.sources.pbs import read_qstat_json
 
         return read_qstat_json(text, tz=tz)
     if fmt == "qstat-text":
         if scheduler == "torque":
-            from hpcjobs.accounting.torque import read_torque_qstat_text
+            from hpcjobs.accounting.sources.torque import read_torque_qstat_text
 
             return read_torque_qstat_text(text, tz=tz)
-        from hpcjobs.accounting.pbs import read_qstat_text
+        from hpcjobs.accounting.sources.pbs import read_qstat_text
 
         return read_qstat_text(text, tz=tz)
     if fmt == "torque-xml":
-        from hpcjobs.accounting.torque import read_torque_qstat_xml
+        from hpcjobs.accounting.sources.torque import read_torque_qstat_xml
 
         return read_torque_qstat_xml(text, tz=tz)
     if fmt == "torque-accounting":
-        from hpcjobs.accounting.torque import read_torque_accounting
+        from hpcjobs.accounting.sources.torque import read_torque_accounting
 
         return read_torque_accounting(p, tz=tz)
-    from hpcjobs.accounting.pbs import read_pbs_accounting
+    from hpcjobs.accounting.sources.pbs import read_pbs_accounting
 
     return read_pbs_accounting(p, tz=tz)
 
@@ -232,8 +232,8 @@ def _detection_text(p: Path) -> str:
 def _read_sacct_text(p: Path, text: str, tz: str | None, sacct_fields: Sequence[str] | None,
                      delimiter: str | None) -> pd.DataFrame:
     """Saved sacct text in any spelling (``text``: at least its first line); errors exit 2 naming the file."""
-    from hpcjobs.accounting.sacct_text import prepare
-    from hpcjobs.accounting.slurm import SACCT_ACCOUNTING_FIELDS, SACCT_QUERY_FIELDS, read_sacct_parsable2
+    from hpcjobs.accounting.sacct.text import prepare
+    from hpcjobs.accounting.sources.slurm import SACCT_ACCOUNTING_FIELDS, SACCT_QUERY_FIELDS, read_sacct_parsable2
 
     first = text.split("\n", 1)[0].rstrip("\r")
     delim = delimiter or guess_delimiter(first) or "|"
@@ -334,7 +334,7 @@ def load_report_frame(filters: ReportFilters, *, from_file: str | os.PathLike[st
         if scheduler not in (None, "slurm"):
             raise ConfigError(f"live accounting queries are implemented for Slurm only; for {scheduler} save the "
                               "accounting log or `qstat -x -f -F json` output and pass it with --from-file")
-        from hpcjobs.accounting.slurm import query_sacct
+        from hpcjobs.accounting.sources.slurm import query_sacct
 
         since = filters.since or datetime.now(timezone.utc) - timedelta(days=7)
         df = query_sacct(since, filters.until, users=list(filters.users) or None,

@@ -47,7 +47,7 @@ def _records(df: Any) -> list[dict[str, Any]]:
 def _print_tables(tables: dict[str, Any], max_rows: int) -> None:
     from rich.table import Table
 
-    from hpcjobs.accounting.html import SHORT_NAMES, format_cell
+    from hpcjobs.accounting.reports.html import SHORT_NAMES, format_cell
 
     out = console(stderr=False)
     if not out.is_terminal:  # piped or redirected: full width, never cut to 80 columns
@@ -117,8 +117,9 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
     Tables go to the terminal; --csv/--json print them for programs; --plot and --html write
     figures and a self-contained HTML page.
     """
-    from hpcjobs.accounting import reports
     from hpcjobs.accounting.report_source import ReportFilters, load_report_frame, parse_when
+    from hpcjobs.accounting.reports.rows import input_warnings
+    from hpcjobs.accounting.reports.tables import report_tables
     from hpcjobs.accounting.skipped import SkippedRecordsWarning
     from hpcjobs.errors import ConfigError, ConfigProblem
 
@@ -137,21 +138,21 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
             click.echo(f"warning: {w.message}", err=True)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    for warning in reports.input_warnings(df):
+    for warning in input_warnings(df):
         click.echo(f"warning: {warning}", err=True)
     gpu = None
     if gpu_logs:
-        from hpcjobs.accounting.gpu import find_gpu_files, gpu_job_summary
+        from hpcjobs.accounting.sources.gpu import find_gpu_files, gpu_job_summary
 
         gpu = gpu_job_summary(find_gpu_files(gpu_logs))
     if columns and not per_job:
         raise ConfigError(ConfigProblem("--columns goes with --jobs", key="--columns"))
     if per_job:
-        from hpcjobs.accounting.report_jobs import jobs_table
+        from hpcjobs.accounting.reports.jobs import jobs_table
 
         tables = {"jobs": jobs_table(df, columns.split(",") if columns else None, gpu=gpu)}
     else:
-        tables = reports.report_tables(df, section, gpu=gpu, top=top)
+        tables = report_tables(df, section, gpu=gpu, top=top)
     if table_name:
         if table_name not in tables:
             raise ConfigError(f"no table {table_name!r} in section {section}; tables: {', '.join(tables)}")
@@ -160,13 +161,13 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
     if plot_dir:
         from pathlib import Path
 
-        from hpcjobs.accounting.plots import report_figures, save_figure
+        from hpcjobs.accounting.reports.plots import report_figures, save_figure
 
         for name, fig in report_figures(df, section, gpu=gpu).items():
             path = save_figure(fig, Path(plot_dir) / f"{name}.{plot_format}")
             click.echo(f"wrote {path}", err=True)
     if html_file:
-        from hpcjobs.accounting.html import write_html_report
+        from hpcjobs.accounting.reports.html import write_html_report
 
         what = ", ".join(f"{k}={v}" for k, v in (("since", since), ("until", until), ("user", ",".join(users)),
                                                 ("account", ",".join(accounts)),

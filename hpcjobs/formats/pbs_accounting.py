@@ -5,7 +5,7 @@
   ``4090:56:03``, epoch or ``ctime()`` times, ``select``/``nodes``/``exec_host`` specs.
 
 Split out of :mod:`hpcjobs.formats.pbs`, which re-exports every public name here (the ``qstat``
-parsers there use the value helpers); :mod:`hpcjobs.accounting.pbs` turns the records into the
+parsers there use the value helpers); :mod:`hpcjobs.accounting.sources.pbs` turns the records into the
 accounting DataFrame.
 """
 

@@ -121,7 +121,7 @@ def gpu_csv_name(job_name: str, job_id: str) -> str:
     return f"{job_name}-{job_id}.gpu.csv"
 
 
-#: The GPU sampler's query (the reader in hpcjobs/accounting/gpu.py expects exactly these columns).
+#: The GPU sampler's query (the reader in hpcjobs/accounting/sources/gpu.py expects exactly these columns).
 GPU_QUERY_FIELDS: tuple[str, ...] = (
     "timestamp", "index", "uuid", "utilization.gpu", "utilization.memory", "memory.used", "memory.total",
     "power.draw",

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hpcjobs.accounting import sacct_scan
+from hpcjobs.accounting.sacct import scan as sacct_scan
 
 
 @pytest.fixture(scope="module", params=["scanner", "arrow"])

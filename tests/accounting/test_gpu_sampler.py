@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hpcjobs.accounting import reports
-from hpcjobs.accounting.gpu import (
+from hpcjobs import accounting as reports
+from hpcjobs.accounting.sources.gpu import (
     SAMPLER_FIELDS,
     find_gpu_files,
     gpu_job_summary,
@@ -16,7 +16,7 @@ from hpcjobs.accounting.gpu import (
     job_id_from_name,
     read_gpu_samples,
 )
-from hpcjobs.accounting.slurm import read_sacct_parsable2
+from hpcjobs.accounting.sources.slurm import read_sacct_parsable2
 from hpcjobs.errors import SchedulerOutputError
 
 GPU = Path(__file__).resolve().parent.parent / "data" / "gpu"
@@ -143,7 +143,7 @@ def test_gpu_utilisation_reaches_the_efficiency_report():
 
 
 def test_pbs_array_subjob_joins_without_server_suffix():
-    from hpcjobs.accounting.pbs import read_pbs_accounting
+    from hpcjobs.accounting.sources.pbs import read_pbs_accounting
 
     log = Path(__file__).resolve().parent.parent / "data" / "pbs" / "constructed_accounting_20221014"
     pbs = read_pbs_accounting(log, tz="Europe/Berlin")

@@ -1,4 +1,4 @@
-"""Hand-checked tests of PBS Pro / OpenPBS ingest into the accounting schema (hpcjobs.accounting.pbs)."""
+"""Hand-checked tests of PBS Pro / OpenPBS ingest into the accounting schema (hpcjobs.accounting.sources.pbs)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from hpcjobs import states as st
-from hpcjobs.accounting import pbs as ap
 from hpcjobs.accounting.schema import COLUMNS
+from hpcjobs.accounting.sources import pbs as ap
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pbs"
 NCAR = DATA / "ncar-qhist_casper_20250331_testdata"

@@ -13,10 +13,11 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from hpcjobs.accounting import html as rhtml
-from hpcjobs.accounting import plots, reports
-from hpcjobs.accounting.pbs import read_pbs_accounting
-from hpcjobs.accounting.slurm import read_sacct_parsable2
+from hpcjobs import accounting as reports
+from hpcjobs.accounting.reports import html as rhtml
+from hpcjobs.accounting.reports import plots
+from hpcjobs.accounting.sources.pbs import read_pbs_accounting
+from hpcjobs.accounting.sources.slurm import read_sacct_parsable2
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 TESTBED = DATA / "slurm" / "testbed"

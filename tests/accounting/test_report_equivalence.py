@@ -18,8 +18,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from hpcjobs.accounting import reports as r
+from hpcjobs import accounting as r
 from hpcjobs.accounting.report_source import ReportFilters, apply_filters, read_saved
+from hpcjobs.accounting.reports.rows import _ratio, _started
+from hpcjobs.accounting.reports.wait import _WEEKDAYS, _wait_keys
 from hpcjobs.accounting.schema import conform
 from hpcjobs.cli import main
 from hpcjobs.errors import ConfigError
@@ -73,16 +75,16 @@ def ref_worst(eff: pd.DataFrame, n: int, by: str) -> pd.DataFrame:
 
 def ref_queue_wait(df: pd.DataFrame, keys: Sequence[str], tz: str | None = None) -> pd.DataFrame:
     jobs = ref_job_rows(df)
-    jobs = jobs[r._started(jobs) & jobs["wait"].notna()]
+    jobs = jobs[_started(jobs) & jobs["wait"].notna()]
     cols = {}
     for k in keys:
         if k == "weekday":
             t = jobs["eligible_time"].fillna(jobs["submit_time"])
             t = t.dt.tz_convert(tz) if tz else t
-            cols[k] = pd.Series(pd.Categorical(t.dt.day_name(), categories=r._WEEKDAYS, ordered=True),
+            cols[k] = pd.Series(pd.Categorical(t.dt.day_name(), categories=_WEEKDAYS, ordered=True),
                                 index=jobs.index)
         else:
-            cols[k] = r._wait_keys(jobs, k, tz, r.WALLTIME_BINS)
+            cols[k] = _wait_keys(jobs, k, tz, r.WALLTIME_BINS)
     frame = pd.DataFrame(cols)
     frame["_w"] = jobs["wait"].dt.total_seconds()
     g = frame.groupby(list(keys), observed=True, dropna=False, sort=True)["_w"]
@@ -101,7 +103,7 @@ def ref_failures_by_state(df: pd.DataFrame) -> pd.DataFrame:
     counts = counts[counts > 0]
     out = pd.DataFrame({"state": counts.index.astype(str), "jobs": counts.to_numpy()})
     out["jobs"] = out["jobs"].astype("Int64")
-    out["fraction"] = r._ratio(out["jobs"], pd.Series(len(jobs), index=out.index))
+    out["fraction"] = _ratio(out["jobs"], pd.Series(len(jobs), index=out.index))
     out["failure"] = out["state"].isin(FAILURE_STATES)
     return out.sort_values(["jobs", "state"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
@@ -283,7 +285,7 @@ def _large_sacct_text(tmp_path: Path, min_bytes: int = 1_300_000) -> tuple[Path,
 def test_large_sacct_text_reads_the_same_as_its_text(tmp_path):
     path, lines = _large_sacct_text(tmp_path)
     assert path.stat().st_size > 1 << 20
-    from hpcjobs.accounting.slurm import read_sacct_parsable2
+    from hpcjobs.accounting.sources.slurm import read_sacct_parsable2
 
     got = read_saved(path)
     pd.testing.assert_frame_equal(got, read_sacct_parsable2("\n".join(lines[1:]) + "\n", TESTBED_FIELDS))

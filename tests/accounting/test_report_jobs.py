@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from hpcjobs.accounting.report_jobs import DEFAULT_JOB_COLUMNS, jobs_table
 from hpcjobs.accounting.report_source import ReportFilters, load_report_frame
+from hpcjobs.accounting.reports.jobs import DEFAULT_JOB_COLUMNS, jobs_table
 from hpcjobs.cli import main
 
 # real sacct --parsable2 -X output of the Slurm testbed (tests/data/SOURCES.md)
@@ -48,7 +48,7 @@ def test_headerless_text_in_hpcjobs_query_order_is_read(tmp_path: Path) -> None:
     Built from the real capture (its values, re-ordered to SACCT_QUERY_FIELDS); the five fields the capture
     lacks are left empty, as sacct prints them for jobs without steps or comments.
     """
-    from hpcjobs.accounting.slurm import SACCT_QUERY_FIELDS
+    from hpcjobs.accounting.sources.slurm import SACCT_QUERY_FIELDS
 
     lines = CAPTURE.read_text().splitlines()
     names = lines[0].split("|")

@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from hpcjobs.accounting import reports as r
-from hpcjobs.accounting.pbs import read_pbs_accounting
+from hpcjobs import accounting as r
 from hpcjobs.accounting.report_source import ReportFilters, apply_filters, detect_format, parse_when
 from hpcjobs.accounting.schema import conform
-from hpcjobs.accounting.slurm import read_sacct_parsable2
+from hpcjobs.accounting.sources.pbs import read_pbs_accounting
+from hpcjobs.accounting.sources.slurm import read_sacct_parsable2
 from hpcjobs.cli import main
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -392,7 +392,7 @@ def test_cli_accounting_directory_and_empty_selection(tmp_path):
 
 
 def test_cli_live_query_arguments(monkeypatch, testbed):
-    from hpcjobs.accounting import slurm
+    from hpcjobs.accounting.sources import slurm
 
     calls = []
 

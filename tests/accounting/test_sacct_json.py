@@ -10,7 +10,7 @@ import pytest
 
 from hpcjobs import states as st
 from hpcjobs.accounting.schema import COLUMNS
-from hpcjobs.accounting.slurm import read_sacct_json
+from hpcjobs.accounting.sources.slurm import read_sacct_json
 from hpcjobs.errors import SchedulerOutputError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"

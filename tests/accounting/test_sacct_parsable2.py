@@ -9,7 +9,7 @@ import pytest
 
 from hpcjobs import states as st
 from hpcjobs.accounting.schema import COLUMNS
-from hpcjobs.accounting.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2, sacct_accounting_argv
+from hpcjobs.accounting.sources.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2, sacct_accounting_argv
 from hpcjobs.errors import SchedulerOutputError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"

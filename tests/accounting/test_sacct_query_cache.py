@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from hpcjobs.accounting import cache as cache_mod
-from hpcjobs.accounting import slurm as acct
 from hpcjobs.accounting.cache import WindowCache, default_cache_dir, window_key
+from hpcjobs.accounting.sources import slurm as acct
 from hpcjobs.process import CommandResult
 
 UTC = timezone.utc

@@ -1,6 +1,6 @@
 """The compiled sacct scanner against the pyarrow reader: same DataFrame on every text it accepts.
 
-The scanner (hpcjobs/accounting/_sacct_scan.c) only accepts the spellings sacct prints and hands anything
+The scanner (hpcjobs/accounting/sacct/_scan.c) only accepts the spellings sacct prints and hands anything
 else to the pyarrow path. These tests check that (1) it accepts the real captured outputs, (2) on what it
 accepts, the result equals the pyarrow path's, field for field, whatever the number of parts it is split
 in, and (3) on odd text it steps aside, so the result (or the error) is the pyarrow path's.
@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from hpcjobs.accounting import sacct_scan
-from hpcjobs.accounting.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
+from hpcjobs.accounting.sacct import scan as sacct_scan
+from hpcjobs.accounting.sources.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
 from hpcjobs.errors import SchedulerOutputError
 
 ROOT = Path(__file__).resolve().parents[2]

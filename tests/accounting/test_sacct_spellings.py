@@ -19,7 +19,7 @@ from hypothesis import strategies as hs
 
 from hpcjobs.accounting.report_source import detect_format, read_saved
 from hpcjobs.accounting.skipped import SkippedRecordsWarning
-from hpcjobs.accounting.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
+from hpcjobs.accounting.sources.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
 from hpcjobs.errors import ConfigError, SchedulerOutputError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm" / "spellings"

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from hpcjobs import states as st
-from hpcjobs.accounting.slurm import read_sacct_parsable2
+from hpcjobs.accounting.sources.slurm import read_sacct_parsable2
 from hpcjobs.formats import slurm as fs
 
 TESTBED = Path(__file__).resolve().parents[1] / "data" / "slurm" / "testbed"
@@ -144,7 +144,7 @@ def test_sbatch_parsable_capture() -> None:
 
 
 def test_json_capture_agrees_with_text(steps: pd.DataFrame) -> None:
-    from hpcjobs.accounting.slurm import read_sacct_json
+    from hpcjobs.accounting.sources.slurm import read_sacct_json
 
     js = read_sacct_json(TESTBED / "sacct.json")
     jobs_text = steps[steps.step.isna()].set_index("job_id")

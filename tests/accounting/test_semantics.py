@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcjobs.accounting.pbs import read_pbs_accounting, read_qstat_json
-from hpcjobs.accounting.slurm import read_sacct_json, read_sacct_parsable2
-from hpcjobs.accounting.torque import read_torque_accounting, read_torque_qstat_xml
+from hpcjobs.accounting.sources.pbs import read_pbs_accounting, read_qstat_json
+from hpcjobs.accounting.sources.slurm import read_sacct_json, read_sacct_parsable2
+from hpcjobs.accounting.sources.torque import read_torque_accounting, read_torque_qstat_xml
 from hpcjobs.formats import pbs
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -209,7 +209,7 @@ def test_two_task_step_memory_is_maxrss_times_ntasks() -> None:
     job = df[df["step"].isna()].iloc[0]
     assert job["max_rss_bytes"] == 162016 * 1024
     assert job["mem_used_bytes"] == 2 * 162016 * 1024  # ≈ TRESUsageInTot mem=323896K, seff's figure
-    from hpcjobs.accounting.reports import efficiency
+    from hpcjobs.accounting.reports.tables import efficiency
     assert efficiency(df)["mem_efficiency"].iloc[0] == pytest.approx(2 * 162016 / (1024 * 1024))
 
 
@@ -253,7 +253,7 @@ def test_jobstats_admin_comment() -> None:
     import gzip
     import json
 
-    from hpcjobs.accounting.sacct_gpu import jobstats_summary
+    from hpcjobs.accounting.sacct.usage import jobstats_summary
     assert jobstats_summary(_JS_GPU) == (None, 875364352)
     assert jobstats_summary(_JS_CPU) == (None, None)
     doc = {"nodes": {"a": {"gpu_utilization": {"0": 50.0, "1": 100.0}, "gpu_used_memory": {"0": 10, "1": 30}}},

@@ -1,4 +1,4 @@
-"""Hand-checked tests of Torque ingest into the accounting schema (hpcjobs.accounting.torque)."""
+"""Hand-checked tests of Torque ingest into the accounting schema (hpcjobs.accounting.sources.torque)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 
 from hpcjobs import states as st
-from hpcjobs.accounting import torque as at
 from hpcjobs.accounting.schema import COLUMNS
+from hpcjobs.accounting.sources import torque as at
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "torque"
 KiB, GiB = 1024, 2**30

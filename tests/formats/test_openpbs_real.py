@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 
 from hpcjobs import states as st
-from hpcjobs.accounting import pbs as ap
 from hpcjobs.accounting.schema import COLUMNS
+from hpcjobs.accounting.sources import pbs as ap
 from hpcjobs.errors import SchedulerOutputError
 from hpcjobs.formats import pbs
 from hpcjobs.schedulers.pbs import PbsProBackend

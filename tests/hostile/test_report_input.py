@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from hpcjobs.accounting.reports import efficiency, input_warnings
-from hpcjobs.accounting.slurm import read_sacct_json
+from hpcjobs.accounting import efficiency, input_warnings
+from hpcjobs.accounting.sources.slurm import read_sacct_json
 from hpcjobs.cli import main
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"

@@ -146,7 +146,7 @@ def test_status_parse_error_shows_the_command(tmp_path: Path, monkeypatch: pytes
 
 def test_report_sacct_keeps_all_rows_and_replaces_bad_bytes(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from hpcjobs.accounting import slurm as acct
+    from hpcjobs.accounting.sources import slurm as acct
 
     def row(i: int) -> str:
         values = {"jobid": str(i), "jobidraw": str(i), "jobname": "n\udcffme", "user": "alice",

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from hpcjobs.accounting.slurm import SACCT_QUERY_FIELDS, read_sacct_parsable2
+from hpcjobs.accounting.sources.slurm import SACCT_QUERY_FIELDS, read_sacct_parsable2
 from hpcjobs.process import run_command
 
 pytestmark = pytest.mark.slurm

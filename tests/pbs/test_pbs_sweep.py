@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import hpcjobs
-from hpcjobs.accounting.pbs import read_pbs_accounting
-from hpcjobs.accounting.torque import read_torque_accounting
+from hpcjobs.accounting.sources.pbs import read_pbs_accounting
+from hpcjobs.accounting.sources.torque import read_torque_accounting
 from hpcjobs.sweep.api import run_sweep, sweep_status
 
 SITES = Path(__file__).resolve().parent.parent / "sites"

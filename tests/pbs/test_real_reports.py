@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from hpcjobs import states
-from hpcjobs.accounting.pbs import read_pbs_accounting, read_qstat_json
+from hpcjobs.accounting.sources.pbs import read_pbs_accounting, read_qstat_json
 from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.sites import load_site_file
 from hpcjobs.render.script import render_job

@@ -1,4 +1,4 @@
-"""Memory used and GPU usage as Slurm records them, for :mod:`hpcjobs.accounting.sacct_columns`.
+"""Memory used and GPU usage as Slurm records them, for :mod:`hpcjobs.accounting.sacct.columns`.
 
 * **Memory used** of a step: ``MaxRSS`` is the peak of the *largest task* (sacct.1: "Maximum resident
   set size of all tasks in job"), so a step of ``NTasks`` tasks used up to ``MaxRSS × NTasks``; the job's
@@ -32,7 +32,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hpcjobs.accounting import sacct_numpy as nx
+from hpcjobs.accounting.sacct import arrays as nx
 from hpcjobs.formats import slurm as fs
 
 _PPM = 1_000_000

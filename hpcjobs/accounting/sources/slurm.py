@@ -32,12 +32,12 @@ import numpy as np
 import pandas as pd
 
 from hpcjobs.accounting.cache import WindowCache, window_key
-from hpcjobs.accounting.sacct_columns import COLUMN_GROUPS, assemble_frame
-from hpcjobs.accounting.sacct_read import read_columns
-from hpcjobs.accounting.sacct_text import as_source, check_fields, prepare, sample_lines
+from hpcjobs.accounting.sacct.columns import COLUMN_GROUPS, assemble_frame
+from hpcjobs.accounting.sacct.read import read_columns
+from hpcjobs.accounting.sacct.text import as_source, check_fields, prepare, sample_lines
 from hpcjobs.accounting.schema import conform, empty_frame
 from hpcjobs.accounting.skipped import attach
-from hpcjobs.accounting.slurm_json import read_sacct_json
+from hpcjobs.accounting.sources.slurm_json import read_sacct_json
 from hpcjobs.errors import SchedulerOutputError, reading_output_of
 from hpcjobs.process import CommandResult, output_limits, run_command
 

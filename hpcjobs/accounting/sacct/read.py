@@ -21,14 +21,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from hpcjobs.accounting.sacct_scan import (
+from hpcjobs.accounting.sacct.scan import (
     COUNT_FIELDS,
     DICTIONARY_FIELDS,
     TIME_FIELDS,
     Columns,
     scan_columns,
 )
-from hpcjobs.accounting.sacct_text import Prepared, split_bad_lines
+from hpcjobs.accounting.sacct.text import Prepared, split_bad_lines
 from hpcjobs.accounting.skipped import Skipped
 from hpcjobs.errors import SchedulerOutputError
 
@@ -42,7 +42,7 @@ _PARSE = pacsv.ParseOptions(delimiter="|", quote_char=False, escape_char=False)
 
 
 def read_columns(prepared: Prepared) -> tuple[Columns, list[Skipped]]:
-    """Read sacct text brought to ``--parsable2`` by :func:`hpcjobs.accounting.sacct_text.prepare`.
+    """Read sacct text brought to ``--parsable2`` by :func:`hpcjobs.accounting.sacct.text.prepare`.
 
     Args:
         prepared: The text (or file), its lower-cased field names, whether its first line is a header,

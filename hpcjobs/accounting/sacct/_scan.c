@@ -1,8 +1,8 @@
 /*
- * hpcjobs.accounting._sacct_scan: one pass over `sacct --parsable2` text, each field parsed as it
+ * hpcjobs.accounting.sacct._scan: one pass over `sacct --parsable2` text, each field parsed as it
  * is split off, into plain buffers that Python wraps as Arrow/numpy arrays without copying.
  *
- * This is an optional accelerator of hpcjobs.accounting.sacct_read: the Arrow path there is the
+ * This is an optional accelerator of hpcjobs.accounting.sacct.read: the Arrow path there is the
  * reference. The scanner only accepts the exact spellings sacct prints with SLURM_TIME_FORMAT=standard
  * (see the kind functions below); on anything else -- a line with another number of fields, an odd
  * time, a job id outside the documented grammar -- scan() returns None and the caller reads the text
@@ -419,7 +419,7 @@ static void owned_dealloc(PyObject *o) {
 }
 static PyBufferProcs owned_as_buffer = {owned_getbuffer, NULL};
 static PyTypeObject OwnedType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hpcjobs.accounting._sacct_scan.Buffer",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hpcjobs.accounting.sacct._scan.Buffer",
     .tp_basicsize = sizeof(Owned),
     .tp_dealloc = owned_dealloc,
     .tp_as_buffer = &owned_as_buffer,
@@ -547,10 +547,10 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_sacct_scan", "One-pass sacct --parsable2 scanner.", -1, methods, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "_scan", "One-pass sacct --parsable2 scanner.", -1, methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__sacct_scan(void) {
+PyMODINIT_FUNC PyInit__scan(void) {
     if (PyType_Ready(&OwnedType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

@@ -17,127 +17,26 @@ Definitions (see ``docs/accounting.md`` for the long form):
   where a sampler file recorded the utilisation.
 * **queue wait**: the schema's ``wait`` (start − eligible) of jobs that started.
 
-The queue-wait tables (:func:`queue_wait`, :func:`queue_wait_report`, :data:`WAIT_KEYS`) live in
-:mod:`hpcjobs.accounting.report_wait`, the sweep analysis (:func:`sweep_frame`, :func:`failure_params`) in
-:mod:`hpcjobs.accounting.report_sweeps`; both are importable from here too.
+The job rows and the shared arithmetic are in :mod:`hpcjobs.accounting.reports.rows`, the queue-wait
+tables (``queue_wait``, ``queue_wait_report``, ``WAIT_KEYS``) in :mod:`hpcjobs.accounting.reports.wait`,
+the sweep analysis (``sweep_frame``, ``failure_params``) in :mod:`hpcjobs.accounting.reports.sweeps`;
+:mod:`hpcjobs.accounting` exports them all by name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from hpcjobs.accounting.reports.rows import _HOUR, _job_rows, _negative, _ratio, _seconds
+from hpcjobs.accounting.reports.wait import _WAIT_INPUT, _queue_wait_report
 from hpcjobs.states import FAILURE_STATES
-
-_HOUR = 3600.0
 
 #: Efficiency columns for which *low* is bad (worst offenders sort them ascending).
 LOW_IS_BAD = frozenset({"cpu_efficiency", "mem_efficiency", "time_efficiency", "gpu_utilization"})
-
-# ---------------------------------------------------------------------------
-# helpers
-
-
-def _ratio(num: pd.Series, den: pd.Series) -> pd.Series:
-    """``num / den`` as Float64, NA where either is missing or ``den`` is 0."""
-    num = num.astype("Float64")
-    den = den.astype("Float64")
-    out = num / den.where(den != 0)
-    return out.astype("Float64")
-
-
-def _seconds(td: pd.Series) -> pd.Series:
-    """A timedelta column as Float64 seconds (NaT → NA)."""
-    return td.dt.total_seconds().astype("Float64")
-
-
-def _negative(seconds: pd.Series) -> pd.Series:
-    """Where a duration in seconds is below 0 (an end before its start: damaged accounting), False for NA."""
-    return seconds.lt(0).fillna(False).astype(bool)
-
-
-def input_warnings(df: pd.DataFrame) -> list[str]:
-    """Warnings about the data of a report: job rows whose elapsed or CPU time is negative.
-
-    Such rows (an end before the start, in damaged or hand-edited accounting) get NA efficiencies
-    and core-hours in :func:`efficiency` instead of negative ones; this counts them.
-
-    Args:
-        df: A schema DataFrame.
-
-    Returns:
-        One message per kind of problem found (empty when there is none).
-    """
-    is_job = df["step"].isna().to_numpy(dtype=bool)
-    out = []
-    for column, what in (("elapsed", "elapsed time (end before start)"), ("cpu_time", "CPU time")):
-        n = int((_negative(_seconds(df[column])).to_numpy() & is_job).sum())
-        if n:
-            out.append(f"{n} job{'s' if n != 1 else ''} with a negative {what}: their efficiencies and "
-                       "core-hours are left empty")
-    return out
-
-
-def job_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The job/allocation rows of ``df`` (``step`` is NA), one per job.
-
-    A job row whose ``max_rss_bytes`` is missing takes the maximum over its step rows (matched on
-    ``job_id``), which is what sacct's job rows lack. When a job appears more than once
-    (``sacct --duplicates`` of a requeued job) the row submitted last is kept.
-
-    Args:
-        df: A schema DataFrame.
-
-    Returns:
-        The job rows, index reset, schema columns and dtypes unchanged.
-    """
-    return _job_rows(df)
-
-
-#: Columns :func:`_job_rows` needs whatever the caller keeps.
-_ROW_KEYS = frozenset({"step", "job_id", "cluster", "submit_time", "max_rss_bytes"})
-_NO_PEAK = np.iinfo(np.int64).min
-
-
-def _job_rows(df: pd.DataFrame, columns: Collection[str] | None = None) -> pd.DataFrame:
-    """:func:`job_rows` keeping only ``columns`` (and the few it needs itself; default: all).
-
-    Nothing is copied but the job rows of the kept columns: the step peaks are a maximum over
-    integer codes of ``job_id``, not a groupby on the text.
-    """
-    is_job = df["step"].isna().to_numpy(dtype=bool)
-    cols = list(df.columns) if columns is None else [c for c in df.columns if c in columns or c in _ROW_KEYS]
-    all_jobs = bool(is_job.all())
-    jobs = df[cols] if all_jobs else df.loc[is_job, cols]
-    codes: np.ndarray | None = None
-    if not all_jobs and jobs["max_rss_bytes"].isna().any():
-        codes = pd.factorize(df["job_id"])[0]  # NA ids: -1, never matched (as groupby drops them)
-        rss = df["max_rss_bytes"]
-        from_step = ~is_job & rss.notna().to_numpy(dtype=bool) & (codes >= 0)
-        if from_step.any():
-            peak = np.full(int(codes.max()) + 1, _NO_PEAK, dtype=np.int64)
-            np.maximum.at(peak, codes[from_step], rss.to_numpy(dtype=np.int64, na_value=0)[from_step])
-            job_codes = codes[is_job]
-            best = peak[np.maximum(job_codes, 0)]
-            found = (job_codes >= 0) & (best != _NO_PEAK)
-            filled = pd.Series(pd.arrays.IntegerArray(np.where(found, best, 0), ~found), index=jobs.index)
-            jobs = jobs.assign(max_rss_bytes=jobs["max_rss_bytes"].fillna(filled))
-    job_codes = pd.factorize(jobs["job_id"])[0] if codes is None else codes[is_job]
-    if len(job_codes) and (np.bincount(job_codes + 1).max(initial=0) > 1):
-        jobs = jobs.sort_values("submit_time", kind="stable").drop_duplicates(
-            ["job_id", "cluster"], keep="last").sort_index()
-    return jobs.reset_index(drop=True)
-
-
-def _started(jobs: pd.DataFrame) -> pd.Series:
-    """Jobs that ran: a start time, and not cancelled before running (sacct sets Start=End then)."""
-    never_ran = jobs["state"].isin(["PENDING", "HELD"]) | (
-        (jobs["state"] == "CANCELLED") & (jobs["elapsed"].fillna(pd.Timedelta(0)) == pd.Timedelta(0)))
-    return jobs["start_time"].notna() & ~never_ran
-
 
 # ---------------------------------------------------------------------------
 # efficiency
@@ -156,15 +55,15 @@ def efficiency(df: pd.DataFrame, gpu: pd.DataFrame | None = None) -> pd.DataFram
     """Per-job utilisation: CPU, memory and time efficiency, core-hours and GPU-hours allocated and wasted.
 
     Args:
-        df: A schema DataFrame (job and step rows; see :func:`job_rows`).
-        gpu: Optional per-job GPU summary from :func:`hpcjobs.accounting.gpu.gpu_job_summary`
+        df: A schema DataFrame (job and step rows; see :func:`~hpcjobs.accounting.reports.rows.job_rows`).
+        gpu: Optional per-job GPU summary from :func:`hpcjobs.accounting.sources.gpu.gpu_job_summary`
             (columns ``job_id``, ``gpu_util_mean`` in percent, ``gpu_mem_max_bytes``), joined on ``job_id``,
             else ``job_id_raw`` (a Slurm array task's ``$SLURM_JOB_ID``), else the id without server suffix.
 
     Returns:
         One row per job with :data:`EFFICIENCY_COLUMNS`. Ratios are ``Float64`` fractions (0.25 = 25 %),
         hours ``Float64``; NA where undefined (no elapsed time, no request, no limit, no sampler file,
-        a negative elapsed or CPU time: see :func:`input_warnings`).
+        a negative elapsed or CPU time: see :func:`~hpcjobs.accounting.reports.rows.input_warnings`).
     """
     return _efficiency(_job_rows(df, _EFFICIENCY_INPUT), gpu)
 
@@ -481,8 +380,6 @@ def report_tables(df: pd.DataFrame, section: str = "all", *, gpu: pd.DataFrame |
     """
     if section not in (*SECTIONS, "all"):
         raise ValueError(f"unknown section {section!r}; choose one of {', '.join(SECTIONS)}, all")
-    from hpcjobs.accounting.report_wait import _WAIT_INPUT, _queue_wait_report
-
     out: dict[str, pd.DataFrame] = {}
     wanted = {"efficiency": _EFFICIENCY_INPUT, "wait": _WAIT_INPUT, "failures": _FAILURE_INPUT}
     jobs = _job_rows(df, frozenset().union(*(v for k, v in wanted.items() if section in (k, "all"))))
@@ -500,19 +397,3 @@ def report_tables(df: pd.DataFrame, section: str = "all", *, gpu: pd.DataFrame |
         out.update(_failures(jobs))
     return out
 
-
-#: Names of :mod:`~hpcjobs.accounting.report_wait` and :mod:`~hpcjobs.accounting.report_sweeps` served from here.
-_ELSEWHERE = {
-    **dict.fromkeys(("queue_wait", "queue_wait_report", "WAIT_KEYS", "WALLTIME_BINS", "_WAIT_INPUT", "_WEEKDAYS",
-                     "_wait_keys", "_waited", "_queue_wait", "_queue_wait_report", "_walltime_bin"), "report_wait"),
-    **dict.fromkeys(("sweep_frame", "failure_params", "SWEEP_FATE_COLUMNS"), "report_sweeps"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    """The queue-wait and sweep functions, from the modules they live in (loaded on first use)."""
-    if name in _ELSEWHERE:
-        import importlib
-
-        return getattr(importlib.import_module(f"hpcjobs.accounting.{_ELSEWHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from hpcjobs.accounting.reports import _efficiency, _ratio, job_rows
+from hpcjobs.accounting.reports.rows import _ratio, job_rows
+from hpcjobs.accounting.reports.tables import _efficiency
 from hpcjobs.states import FAILURE_STATES, TERMINAL_STATES
 
 #: The job-fate columns :func:`sweep_frame` adds after the parameters.

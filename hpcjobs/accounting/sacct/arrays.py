@@ -1,4 +1,4 @@
-"""numpy-level pieces of the ``sacct --parsable2`` column parsers (:mod:`hpcjobs.accounting.sacct_columns`).
+"""numpy-level pieces of the ``sacct --parsable2`` column parsers (:mod:`hpcjobs.accounting.sacct.columns`).
 
 Integer columns travel as ``(values, missing)`` pairs of numpy arrays (values 0 where missing), so that
 coalescing and spreading per-distinct-value results over the rows are plain numpy gathers and ``where``s
@@ -204,7 +204,7 @@ def categories_by_first_row(row_codes: np.ndarray, names: list[Any]) -> pd.Serie
     """A categorical of ``names[row_codes]`` (-1: missing) with the categories in order of first appearance.
 
     That is the order ``dictionary_encode`` gives the same values spelled out row by row; names no row
-    has are left out, and a blank name is missing, as in :func:`hpcjobs.accounting.sacct_columns._category_series`.
+    has are left out, and a blank name is missing, as in :func:`hpcjobs.accounting.sacct.columns._category_series`.
 
     Args:
         row_codes: One code per row into ``names``, -1 for missing.

@@ -106,7 +106,7 @@ def table_html(df: pd.DataFrame, max_rows: int = 50) -> str:
 
 def figure_html(fig: Figure, caption: str = "") -> str:
     """A figure embedded as a base64 PNG ``<img>`` in a ``<figure>``."""
-    from hpcjobs.accounting.plots import figure_bytes
+    from hpcjobs.accounting.reports.plots import figure_bytes
 
     data = base64.b64encode(figure_bytes(fig, "png")).decode("ascii")
     cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
@@ -129,9 +129,9 @@ def render_html(title: str, tables: Mapping[str, pd.DataFrame], figures: Mapping
 
     Args:
         title: Page title.
-        tables: Named tables (as :func:`hpcjobs.accounting.reports.report_tables` returns them); names
+        tables: Named tables (as :func:`hpcjobs.accounting.reports.tables.report_tables` returns them); names
             starting ``waste``/``worst``, ``wait`` and ``failures`` go to their sections.
-        figures: Named figures (as :func:`hpcjobs.accounting.plots.report_figures` returns them).
+        figures: Named figures (as :func:`hpcjobs.accounting.reports.plots.report_figures` returns them).
         summary: Headline numbers shown as cards (label → text).
         subtitle: A line under the title (filters, source).
 
@@ -174,12 +174,13 @@ def _hours(h: float) -> str:
 
 def summary_numbers(df: pd.DataFrame) -> dict[str, str]:
     """Headline numbers of a schema DataFrame: jobs, failed, core-hours, GPU-hours, median wait, CPU efficiency."""
-    from hpcjobs.accounting import reports
+    from hpcjobs.accounting.reports.rows import _started, job_rows
+    from hpcjobs.accounting.reports.tables import efficiency
     from hpcjobs.states import FAILURE_STATES
 
-    eff = reports.efficiency(df)
-    jobs = reports.job_rows(df)
-    started = jobs[reports._started(jobs) & jobs["wait"].notna()]
+    eff = efficiency(df)
+    jobs = job_rows(df)
+    started = jobs[_started(jobs) & jobs["wait"].notna()]
     core = float(eff["core_hours"].sum())
     used = float(eff["core_hours_used"].sum())
     out = {
@@ -205,16 +206,17 @@ def write_html_report(path: str | os.PathLike[str], df: pd.DataFrame, *, section
         gpu: Optional per-job GPU summary.
         title: Page title.
         subtitle: Line under the title.
-        tables: Tables already computed (default: :func:`~hpcjobs.accounting.reports.report_tables`).
+        tables: Tables already computed (default: :func:`~hpcjobs.accounting.reports.tables.report_tables`).
 
     Returns:
         The path written.
     """
-    from hpcjobs.accounting import plots, reports
+    from hpcjobs.accounting.reports.plots import report_figures
+    from hpcjobs.accounting.reports.tables import report_tables
 
     if tables is None:
-        tables = reports.report_tables(df, section, gpu=gpu)
-    figures = plots.report_figures(df, section, gpu=gpu)
+        tables = report_tables(df, section, gpu=gpu)
+    figures = report_figures(df, section, gpu=gpu)
     text = render_html(title, tables, figures, summary=summary_numbers(df), subtitle=subtitle)
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)

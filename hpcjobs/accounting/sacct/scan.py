@@ -1,6 +1,6 @@
 """The compiled one-pass scanner for ``sacct --parsable2`` text, when the build could compile it.
 
-:mod:`hpcjobs.accounting._sacct_scan` (C, built by ``hatch_build.py`` when a compiler is at hand)
+:mod:`hpcjobs.accounting.sacct._scan` (C, built by ``hatch_build.py`` when a compiler is at hand)
 splits the lines and parses every field in the same pass: times to seconds, counts, durations to
 nanoseconds, MaxRSS to bytes, job ids into their parts, low-cardinality text to dictionary codes.
 Threads scan disjoint parts of the text at once. The result is the same :data:`Columns` the Arrow
@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 try:
-    from hpcjobs.accounting import _sacct_scan as _ext  # type: ignore[attr-defined]
+    from hpcjobs.accounting.sacct import _scan as _ext  # type: ignore[attr-defined]
 except ImportError:  # built without a compiler: the Arrow reader does all the work
     _ext = None
 
@@ -66,7 +66,7 @@ def scan_columns(
 
     Returns:
         The columns, or ``None`` when the scanner is not installed or the text has a spelling it does not
-        know (the caller then reads it with :func:`hpcjobs.accounting.sacct_read.read_columns`).
+        know (the caller then reads it with :func:`hpcjobs.accounting.sacct.read.read_columns`).
     """
     if _ext is None or not names or len(names) > 64:
         return None

@@ -82,7 +82,7 @@ def _step_max_rss(step: dict[str, Any]) -> int | None:
 
 
 def _step_used(step: dict[str, Any]) -> int | None:
-    """MaxRSS × the step's task count (see :mod:`hpcjobs.accounting.sacct_gpu`)."""
+    """MaxRSS × the step's task count (see :mod:`hpcjobs.accounting.sacct.usage`)."""
     rss = _step_max_rss(step)
     tasks = _num((step.get("tasks") or {}).get("count")) if isinstance(step.get("tasks"), dict) else None
     return rss * tasks if rss is not None and isinstance(tasks, int) and tasks > 1 else rss

@@ -4,7 +4,7 @@ Sources: ``qstat -x -f -F json`` (:func:`read_qstat_json`), ``qstat -x -f`` text
 (:func:`read_qstat_text`) and the server's accounting logs ``server_priv/accounting/YYYYMMDD``
 (:func:`read_pbs_accounting`). Parsing is done by the pure functions of
 :mod:`hpcjobs.formats.pbs`; this module only shapes rows. Torque reuses the row builders
-(:mod:`hpcjobs.accounting.torque`).
+(:mod:`hpcjobs.accounting.sources.torque`).
 
 Time zones: qstat prints ``ctime``-style times in the *client's* local zone and accounting lines
 carry the *server's* local time of writing (their ``ctime/etime/start/end`` fields are epoch

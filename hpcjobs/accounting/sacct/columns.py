@@ -1,10 +1,10 @@
 """Column parsers for ``sacct --parsable2`` text: pyarrow string columns → schema-typed pandas Series.
 
-Used by :func:`hpcjobs.accounting.slurm.read_sacct_parsable2`. pyarrow compute kernels and numpy
+Used by :func:`hpcjobs.accounting.sources.slurm.read_sacct_parsable2`. pyarrow compute kernels and numpy
 byte views parse the high-cardinality columns (ids, times, durations, MaxRSS); the low-cardinality
 ones (State, ExitCode, Timelimit, ReqMem, TRES) are parsed once per distinct value with the
 hand-tested scalar parsers of :mod:`hpcjobs.formats.slurm` and spread back with numpy gathers
-(:mod:`hpcjobs.accounting.sacct_numpy`: TRES and ReqMem once per combination of the three that occurs);
+(:mod:`hpcjobs.accounting.sacct.arrays`: TRES and ReqMem once per combination of the three that occurs);
 the hpcjobs tag in Comment is searched by Arrow's regex kernel once per distinct tagged comment.
 
 Each column group (:data:`COLUMN_GROUPS`) maps the lower-cased field columns to finished Series;
@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hpcjobs import states as st
-from hpcjobs.accounting import sacct_gpu as gpu_usage
-from hpcjobs.accounting import sacct_numpy as nx
-from hpcjobs.accounting.sacct_scan import Columns
+from hpcjobs.accounting.sacct import arrays as nx
+from hpcjobs.accounting.sacct import usage as gpu_usage
+from hpcjobs.accounting.sacct.scan import Columns
 from hpcjobs.accounting.schema import COLUMNS
 from hpcjobs.errors import SchedulerOutputError
 from hpcjobs.formats import slurm as fs

@@ -2,7 +2,7 @@
 
 Sources: ``qstat -f -x`` XML (:func:`read_torque_qstat_xml`), ``qstat -f`` text
 (:func:`read_torque_qstat_text`) and accounting logs (:func:`read_torque_accounting`), all with
-``scheduler`` = ``torque``. Rows are built as for PBS Pro (:mod:`hpcjobs.accounting.pbs`, whose
+``scheduler`` = ``torque``. Rows are built as for PBS Pro (:mod:`hpcjobs.accounting.sources.pbs`, whose
 docstring explains the time-zone and rerun choices) with Torque's exit codes; XML times are
 epoch seconds and need no zone. Torque accounting ``Q`` records carry only ``queue=``, so
 submit/eligible/start come from the ``E`` record; CPUs from ``total_execution_slots`` and nodes
@@ -15,8 +15,8 @@ from datetime import tzinfo
 
 import pandas as pd
 
-from hpcjobs.accounting.pbs import Source, accounting_rows, iter_source_lines, jobs_to_frame, rows_to_frame
 from hpcjobs.accounting.skipped import Skipped, attach
+from hpcjobs.accounting.sources.pbs import Source, accounting_rows, iter_source_lines, jobs_to_frame, rows_to_frame
 from hpcjobs.formats import pbs, torque
 
 
@@ -67,7 +67,8 @@ def read_torque_accounting(
 
     Returns:
         A DataFrame conforming to :mod:`hpcjobs.accounting.schema`, ``scheduler`` = ``torque``; what
-        was not read is listed in ``df.attrs["skipped"]`` as for :func:`~hpcjobs.accounting.pbs.read_pbs_accounting`.
+        was not read is listed in ``df.attrs["skipped"]`` as for
+        :func:`~hpcjobs.accounting.sources.pbs.read_pbs_accounting`.
     """
     skipped: list[Skipped] = []
     unfinished: list[str] = []

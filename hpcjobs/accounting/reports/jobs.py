@@ -1,7 +1,7 @@
 """One row per job, with the columns a person picks: ``hpcjobs report --jobs [--columns ...]``.
 
 What reportseff prints for a list of jobs (state, elapsed, CPU and memory efficiency), from any
-accounting source hpcjobs reads, with the exit code explained (:func:`~hpcjobs.accounting.reports.exit_meaning`).
+accounting source hpcjobs reads, with the exit code explained (:func:`~hpcjobs.accounting.reports.tables.exit_meaning`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from hpcjobs.accounting import reports
+from hpcjobs.accounting.reports import tables
+from hpcjobs.accounting.reports.rows import job_rows
 from hpcjobs.errors import ConfigError, ConfigProblem
 
 #: What ``--jobs`` shows when no ``--columns`` are given.
@@ -19,13 +20,14 @@ DEFAULT_JOB_COLUMNS: tuple[str, ...] = (
     "time_efficiency", "gpus", "gpu_utilization",
 )
 
-#: Columns of the schema's job rows that ``--columns`` may name besides :data:`reports.EFFICIENCY_COLUMNS`.
+#: Columns of the schema's job rows that ``--columns`` may name besides
+#: :data:`~hpcjobs.accounting.reports.tables.EFFICIENCY_COLUMNS`.
 _EXTRA = ("submit_time", "start_time", "end_time", "exit_code", "exit_signal", "wait", "exit")
 
 
 def job_columns() -> tuple[str, ...]:
     """Every column ``--columns`` accepts."""
-    return tuple(dict.fromkeys((*reports.EFFICIENCY_COLUMNS, *_EXTRA)))
+    return tuple(dict.fromkeys((*tables.EFFICIENCY_COLUMNS, *_EXTRA)))
 
 
 def jobs_table(df: pd.DataFrame, columns: Sequence[str] | None = None, *,
@@ -36,7 +38,7 @@ def jobs_table(df: pd.DataFrame, columns: Sequence[str] | None = None, *,
         df: A schema DataFrame (job and step rows).
         columns: Columns to show (default :data:`DEFAULT_JOB_COLUMNS`); ``exit`` is the exit code and
             signal in words, ``wait`` the time from submission to start.
-        gpu: Optional per-job GPU sampler summary, as for :func:`~hpcjobs.accounting.reports.efficiency`.
+        gpu: Optional per-job GPU sampler summary, as for :func:`~hpcjobs.accounting.reports.tables.efficiency`.
 
     Raises:
         ConfigError: A column name that does not exist (the valid choices are listed; exit 2).
@@ -46,8 +48,8 @@ def jobs_table(df: pd.DataFrame, columns: Sequence[str] | None = None, *,
     unknown = [c for c in wanted if c not in valid]
     if unknown:
         raise ConfigError(ConfigProblem(f"no job column {unknown[0]!r}", key="--columns", choices=valid))
-    jobs = reports.job_rows(df)
-    eff = reports.efficiency(df, gpu)
+    jobs = job_rows(df)
+    eff = tables.efficiency(df, gpu)
     out = eff.copy()
     for extra in ("submit_time", "start_time", "end_time", "exit_code", "exit_signal", "scheduler"):
         if extra in jobs.columns:
@@ -59,7 +61,7 @@ def jobs_table(df: pd.DataFrame, columns: Sequence[str] | None = None, *,
         sched = out["scheduler"].astype(str) if "scheduler" in out else pd.Series("slurm", index=out.index)
         codes = out["exit_code"] if "exit_code" in out else pd.Series(pd.NA, index=out.index)
         sigs = out["exit_signal"] if "exit_signal" in out else pd.Series(pd.NA, index=out.index)
-        out["exit"] = pd.Series([reports.exit_meaning(s, c, g, st) for s, c, g, st in
+        out["exit"] = pd.Series([tables.exit_meaning(s, c, g, st) for s, c, g, st in
                                  zip(sched, codes, sigs, out["state"].astype(str), strict=True)],
                                 index=out.index, dtype="string")
     missing = [c for c in wanted if c not in out.columns]

@@ -64,7 +64,7 @@ def plot_wait_by_partition(df: pd.DataFrame) -> Figure:
     Args:
         df: A schema DataFrame.
     """
-    from hpcjobs.accounting.reports import _started, job_rows
+    from hpcjobs.accounting.reports.rows import _started, job_rows
 
     jobs = job_rows(df)
     jobs = jobs[_started(jobs) & jobs["wait"].notna()]
@@ -87,7 +87,7 @@ def plot_efficiency_histograms(eff: pd.DataFrame) -> Figure:
     """Histograms of CPU, memory and time efficiency (fractions) of jobs that ran.
 
     Args:
-        eff: Output of :func:`hpcjobs.accounting.reports.efficiency`.
+        eff: Output of :func:`hpcjobs.accounting.reports.tables.efficiency`.
     """
     fig = new_figure(9.0, 3.0)
     axes = fig.subplots(1, 3, sharey=True)
@@ -112,7 +112,7 @@ def plot_efficiency_scatter(eff: pd.DataFrame) -> Figure:
     """CPU efficiency against memory efficiency, one point per job, area by core-hours, colour by state.
 
     Args:
-        eff: Output of :func:`hpcjobs.accounting.reports.efficiency`.
+        eff: Output of :func:`hpcjobs.accounting.reports.tables.efficiency`.
     """
     fig = new_figure(5.6, 4.0)
     ax = fig.add_subplot()
@@ -138,7 +138,7 @@ def plot_failures_by_state(by_state: pd.DataFrame) -> Figure:
     """Horizontal bars of jobs per state.
 
     Args:
-        by_state: Output of :func:`hpcjobs.accounting.reports.failures_by_state`.
+        by_state: Output of :func:`hpcjobs.accounting.reports.tables.failures_by_state`.
     """
     fig = new_figure(6.0, 0.6 + 0.4 * max(len(by_state), 1))
     ax = fig.add_subplot()
@@ -159,7 +159,7 @@ def plot_sweep_outcome(points: pd.DataFrame, param: str) -> Figure:
     """Stacked bars: points per value of one sweep parameter, split by state.
 
     Args:
-        points: Output of :func:`hpcjobs.accounting.reports.sweep_frame`.
+        points: Output of :func:`hpcjobs.accounting.reports.sweeps.sweep_frame`.
         param: A parameter column.
     """
     fig = new_figure()
@@ -217,15 +217,15 @@ def report_figures(df: pd.DataFrame, section: str = "all", *, gpu: pd.DataFrame 
         ``efficiency_histograms``, ``efficiency_scatter`` (efficiency); ``wait_by_partition`` (wait);
         ``failures_by_state`` (failures).
     """
-    from hpcjobs.accounting import reports
+    from hpcjobs.accounting.reports import tables
 
     out: dict[str, Figure] = {}
     if section in ("efficiency", "all"):
-        eff = reports.efficiency(df, gpu=gpu)
+        eff = tables.efficiency(df, gpu=gpu)
         out["efficiency_histograms"] = plot_efficiency_histograms(eff)
         out["efficiency_scatter"] = plot_efficiency_scatter(eff)
     if section in ("wait", "all"):
         out["wait_by_partition"] = plot_wait_by_partition(df)
     if section in ("failures", "all"):
-        out["failures_by_state"] = plot_failures_by_state(reports.failures_by_state(df))
+        out["failures_by_state"] = plot_failures_by_state(tables.failures_by_state(df))
     return out

@@ -1,7 +1,7 @@
 """Queue-wait tables: median and 90th-percentile wait of the jobs that started, by partition, GPUs, nodes,
 hour, weekday and requested wall time.
 
-Importable from :mod:`hpcjobs.accounting.reports` too; :func:`~hpcjobs.accounting.reports.report_tables`
+Importable from :mod:`hpcjobs.accounting.reports.tables` too; :func:`~hpcjobs.accounting.reports.tables.report_tables`
 passes its job rows (computed once) to :func:`_queue_wait_report`.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from hpcjobs.accounting.reports import _job_rows, _started
+from hpcjobs.accounting.reports.rows import _job_rows, _started
 
 #: Keys accepted by :func:`queue_wait`'s ``by``.
 WAIT_KEYS = ("partition", "gpus", "nodes", "hour", "weekday", "walltime")
