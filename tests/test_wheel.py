@@ -33,6 +33,16 @@ def test_wheel_contains_templates_and_sites(wheel: Path) -> None:
 
 
 @pytest.mark.slow
+def test_wheel_carries_the_compiled_scanner_in_its_package(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    compiled = [n for n in names if n.endswith((".so", ".pyd"))]
+    # hatch_build.py compiles hpcjobs/accounting/sacct/_scan.c when it can; a wheel without it is pure Python
+    assert all(n.startswith("hpcjobs/accounting/sacct/_scan.") for n in compiled), compiled
+    pure = wheel.name.endswith("-py3-none-any.whl")
+    assert pure == (not compiled), (wheel.name, compiled)
+
+
+@pytest.mark.slow
 def test_installed_wheel_renders_outside_the_source_tree(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
@@ -48,6 +58,11 @@ def test_installed_wheel_renders_outside_the_source_tree(wheel: Path, tmp_path: 
                             "import hpcjobs.resources as r; print(r.shipped_dir('templates'))"],
                            capture_output=True, text=True, cwd=work, env=env)
     assert str(venv) in where.stdout, where.stdout + where.stderr
+    scanner = subprocess.run([str(venv / "bin" / "python"), "-c",
+                              "from hpcjobs.accounting.sacct import scan; print(scan.AVAILABLE)"],
+                             capture_output=True, text=True, cwd=work, env=env)
+    compiled = any(n.endswith((".so", ".pyd")) for n in zipfile.ZipFile(wheel).namelist())
+    assert scanner.stdout.strip() == str(compiled), scanner.stdout + scanner.stderr
     out = subprocess.run([str(venv / "bin" / "hpcjobs"), "render", "exp.yaml", "--site", "derecho",
                           "--set", "account=abc"], capture_output=True, text=True, cwd=work, env=env)
     assert out.returncode == 0, out.stderr
