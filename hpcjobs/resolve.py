@@ -122,6 +122,32 @@ def _fit_problems(req: Experiment, walltime: int | None, memory: int | None, par
     return out
 
 
+def _qos_limit_problems(exp: Experiment, site: SiteConfig, walltime: int | None, site_file: str
+                        ) -> list[tuple[str, str]]:
+    """Ways the request breaks the ``qos_limits`` of the QOS it runs under (its ``qos``, else ``default_qos``)."""
+    qos = exp.qos or site.default_qos
+    limits = site.qos_limits.get(qos) if qos else None
+    if limits is None:
+        return []
+    r = exp.resources
+    where = f"QOS {qos!r} of site {site.name!r}" + (f" ({site_file})" if site_file else "")
+    out: list[tuple[str, str]] = []
+    if walltime is not None and limits.max_walltime is not None and walltime > limits.max_walltime:
+        out.append(("resources.walltime",
+                    f"wall time {format_walltime_slurm(walltime)} requested, {where} allows at most "
+                    f"{format_walltime_slurm(limits.max_walltime)} (its MaxWall): Slurm would keep the job pending "
+                    "(QOSMaxWallDurationPerJobLimit); ask for less time or use another QOS"))
+    cpus = r.nodes * r.tasks_per_node * r.cpus_per_task
+    if limits.max_cpus_per_job is not None and cpus > limits.max_cpus_per_job:
+        out.append(("resources.cpus_per_task", f"{cpus} CPUs per job requested (nodes × tasks_per_node × "
+                    f"cpus_per_task), {where} allows at most {limits.max_cpus_per_job}"))
+    gpus = r.nodes * r.gpus_per_node
+    if limits.max_gpus_per_job is not None and gpus > limits.max_gpus_per_job:
+        out.append(("resources.gpus_per_node", f"{gpus} GPUs per job requested (nodes × gpus_per_node), "
+                    f"{where} allows at most {limits.max_gpus_per_job}"))
+    return out
+
+
 def _choose_partition(exp: Experiment, site: SiteConfig, doc: YamlDocument | None, site_file: str) -> str | None:
     if not site.partitions:
         if exp.partition:
@@ -207,6 +233,7 @@ def resolve(
     walltime = r.walltime or (part.default_walltime if part else None)
     for key, msg in launch_problems(exp, site, walltime):
         problems.append(_problem(doc, key, msg, site_file))
+    problems += [_problem(doc, key, msg, site_file) for key, msg in _qos_limit_problems(exp, site, walltime, site_file)]
     extra = list(site.directives) + (list(part.directives) if part else []) + list(exp.directives)
     problems += _secret_problems(exp, site, extra, doc, site_file)
     if problems:

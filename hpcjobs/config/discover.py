@@ -1,7 +1,8 @@
 """Discovering a site from the scheduler in front of the user: ``hpcjobs site init`` and detection.
 
-:func:`detect_scheduler` asks Slurm (``scontrol show config``) and then PBS
-(``qstat -B -f -F json``, PBS's own client) whether they answer on this machine;
+:func:`detect_scheduler` asks Slurm (``scontrol show config``), then PBS
+(``qstat -B -f -F json``, PBS's own client), then Torque (``qstat --version`` and ``qstat -B -f`` of
+a ``qstat`` on ``PATH`` that is not Slurm's wrapper) whether they answer on this machine;
 :func:`discover_site` reads partitions, nodes and limits from the one that did;
 :func:`discovered_site_file` keeps the result per cluster under the user's config dir
 (``<config>/discovered/<scheduler>-<cluster>.yaml``) and discovers again when it is older
@@ -21,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hpcjobs import __version__, process
-from hpcjobs.config import discover_pbs, discover_slurm
+from hpcjobs.config import discover_pbs, discover_slurm, discover_slurm_qos, discover_torque
 from hpcjobs.config.discover_model import DiscoveredSite, render_site_yaml
 from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, printable, reading_output_of
 
@@ -54,13 +55,38 @@ class Probe:
 
 
 def _run(argv: Sequence[str], *, timeout: float = DISCOVERY_TIMEOUT_S, check: bool = True,
-         env: Mapping[str, str] | None = None) -> process.CommandResult:
-    """Run a discovery command; PBS clients are PBS's own (never Slurm's wrappers)."""
+         env: Mapping[str, str] | None = None, scheduler: str = "pbspro") -> process.CommandResult:
+    """Run a discovery command; PBS clients are PBS's own, Torque's the ones on ``PATH`` (never Slurm's wrappers)."""
     if argv[0] in ("qstat", "pbsnodes", "qmgr"):
-        from hpcjobs.schedulers.locate import locate_pbs_command
+        if scheduler == "torque":
+            argv = [torque_command(argv[0], env), *argv[1:]]
+        else:
+            from hpcjobs.schedulers.locate import locate_pbs_command
 
-        argv = [locate_pbs_command(argv[0], env).path, *argv[1:]]
+            argv = [locate_pbs_command(argv[0], env).path, *argv[1:]]
     return process.run_command(list(argv), timeout=timeout, check=check)
+
+
+def torque_command(name: str, env: Mapping[str, str] | None = None) -> str:
+    """The first ``name`` on ``PATH`` that is not one of Slurm's PBS wrappers (Torque's clients live on ``PATH``).
+
+    Raises:
+        CommandError: There is none, or only Slurm's wrapper (``slurm-wlm-torque``).
+    """
+    from hpcjobs.schedulers.locate import is_slurm_wrapper
+
+    env = os.environ if env is None else env
+    wrappers: list[str] = []
+    for folder in env.get("PATH", os.defpath).split(os.pathsep):
+        found = shutil.which(name, path=folder or ".")
+        if found is None:
+            continue
+        if not is_slurm_wrapper(found):
+            return found
+        wrappers.append(found)
+    detail = (f"{name} on PATH is Slurm's PBS wrapper ({', '.join(wrappers)}, from slurm-wlm-torque), not Torque"
+              if wrappers else f"no {name} on PATH")
+    raise CommandError((name,), None, "", detail, reason="could not be started")
 
 
 def probe_slurm() -> Probe | None:
@@ -97,58 +123,81 @@ def probe_pbs() -> Probe | None:
     return Probe("pbspro", str(doc.get("pbs_server") or next(iter(doc.get("Server") or {}), "")))
 
 
+def probe_torque() -> Probe | None:
+    """The Torque server name when Torque's ``qstat`` (``--version``: ``Version: 6.1.2``) answers ``qstat -B -f``.
+
+    OpenPBS's ``qstat --version`` prints ``pbs_version = ...`` and Slurm's wrapper refuses the option;
+    neither is taken for Torque.
+    """
+    try:
+        version = _run(discover_torque.VERSION_ARGV, timeout=probe_timeout_s(), check=False, scheduler="torque")
+        release = discover_torque.parse_torque_version(version.stderr + "\n" + version.stdout)
+        if release is None:
+            log.info("no Torque here: `qstat --version` printed %r", printable((version.stdout + version.stderr)[:200]))
+            return None
+        res = _run(discover_torque.SERVER_ARGV, timeout=probe_timeout_s(), scheduler="torque")
+    except CommandTimeout:
+        log.warning("the Torque server did not answer `qstat -B -f` in %g s", probe_timeout_s())
+        return None
+    except HpcJobsError as exc:
+        log.info("Torque does not answer: %s", exc)
+        return None
+    return Probe("torque", next(iter(discover_torque.parse_status_blocks(res.stdout)), ""))
+
+
 def detect_scheduler(scheduler: str = "auto") -> Probe | None:
-    """The scheduler answering here (``auto``: Slurm first, then PBS), or ``None`` when none does."""
-    if scheduler in ("auto", "slurm"):
-        found = probe_slurm()
-        if found or scheduler == "slurm":
+    """The scheduler answering here (``auto``: Slurm, then PBS, then Torque), or ``None`` when none does."""
+    probes = {"slurm": probe_slurm, "pbspro": probe_pbs, "torque": probe_torque}
+    for name in (probes if scheduler == "auto" else (scheduler,)):
+        found = probes[name]() if name in probes else None
+        if found is not None:
             return found
-    if scheduler in ("auto", "pbspro"):
-        return probe_pbs()
     return None
 
 
-def _slurm_submit_limit(user: str) -> tuple[int | None, str]:
-    """The user's tightest MaxSubmit (associations, QOS); unknown (logged) when sacctmgr fails."""
+def _slurm_accounting(user: str) -> tuple[str | None, str | None]:
+    """The user's associations and the QOS table (``sacctmgr``); ``(None, None)``, logged once, when unreadable."""
     texts: list[str] = []
-    for argv in (discover_slurm.assoc_argv(user), discover_slurm.QOS_ARGV):
+    for argv in (discover_slurm_qos.assoc_argv(user), discover_slurm_qos.QOS_ARGV):
         try:
             res = _run(argv, check=False)
         except HpcJobsError as exc:
-            log.warning("could not read MaxSubmitJobs: %s", exc)
-            return None, ""
+            log.warning("could not read MaxSubmitJobs and the QOS limits: %s", exc)
+            return None, None
         if res.returncode != 0:
-            log.warning("could not read MaxSubmitJobs: %s exited %s: %s", " ".join(argv), res.returncode,
-                        printable(res.stderr.strip())[:500])
-            return None, ""
+            log.warning("could not read MaxSubmitJobs and the QOS limits: %s exited %s: %s", " ".join(argv),
+                        res.returncode, printable(res.stderr.strip())[:500])
+            return None, None
         texts.append(res.stdout)
-    return discover_slurm.parse_submit_limits(texts[0], texts[1])
+    return texts[0], texts[1]
 
 
 def discover_site(scheduler: str = "auto", *, name: str | None = None, user: str | None = None) -> DiscoveredSite:
     """Read partitions, nodes and limits from the live scheduler.
 
     Args:
-        scheduler: ``auto``, ``slurm`` or ``pbspro``.
+        scheduler: ``auto``, ``slurm``, ``pbspro`` or ``torque``.
         name: The site's name (default: the cluster's).
-        user: Whose associations give the submit limit (default: the current user).
+        user: Whose associations give the submit limit and QOS limits (default: the current user).
 
     Raises:
         CommandError: No scheduler answers, or one of its commands failed.
     """
-    if scheduler == "torque":
-        raise CommandError(("site", "init"), None, "", "Torque discovery (qstat -Q -f, pbsnodes -a text) is not "
-                           "supported yet: write the site file by hand", reason="not supported")
     probe = detect_scheduler(scheduler)
     if probe is None:
-        wanted = "Slurm or PBS" if scheduler == "auto" else scheduler
+        wanted = {"auto": "Slurm, PBS or Torque", "pbspro": "PBS Pro/OpenPBS"}.get(scheduler, scheduler.capitalize())
         raise CommandError(("site", "init"), None, "", f"no {wanted} scheduler answers on this machine "
-                           "(scontrol show config / PBS's qstat -B)", reason="no scheduler found")
+                           "(scontrol show config / PBS's qstat -B / Torque's qstat --version)",
+                           reason="no scheduler found")
     if probe.scheduler == "slurm":
         texts = [_run(argv).stdout for argv in (discover_slurm.CONFIG_ARGV, discover_slurm.PARTITION_ARGV,
                                                  discover_slurm.NODE_ARGV)]
-        return discover_slurm.build_slurm_site(*texts, name=name,
-                                               submit_limit=_slurm_submit_limit(user or getpass.getuser()))
+        assoc, qos = _slurm_accounting(user or getpass.getuser())
+        return discover_slurm.build_slurm_site(*texts, name=name, assoc_text=assoc, qos_text=qos)
+    if probe.scheduler == "torque":
+        texts = [_run(argv, scheduler="torque").stdout for argv in (
+            discover_torque.QUEUE_ARGV, discover_torque.NODE_ARGV, discover_torque.SERVER_ARGV)]
+        return discover_torque.build_torque_site(*texts, name=name)
     from hpcjobs.formats.pbs import parse_qstat_json
 
     docs = []
@@ -244,7 +293,7 @@ def discovered_site_for_this_machine(*, refresh: bool = False, ask: bool = True)
     """The discovered site of the scheduler answering here (cached a day), or ``None`` when none answers.
 
     A fresh cached file of a cluster named in local configuration files is used without asking
-    the scheduler; otherwise Slurm, then PBS, is asked. Says which site was chosen and why at
+    the scheduler; otherwise Slurm, then PBS, then Torque is asked. Says which site was chosen and why at
     warning level (shown without ``-v``): ``site hpctest (discovered from Slurm cluster hpctest)``.
     Returns ``None`` at once when ``$HPCJOBS_DISCOVER`` is ``0``. With ``ask=False`` (commands that
     do not submit: ``render``, ``sweep --dry-run``) no scheduler is asked: only a fresh cached file
@@ -269,7 +318,7 @@ def discovered_site_for_this_machine(*, refresh: bool = False, ask: bool = True)
     else:
         probe = detect_scheduler()
         if probe is None:
-            log.warning("site local (no Slurm or PBS scheduler answers on this machine)")
+            log.warning("site local (no Slurm, PBS or Torque scheduler answers on this machine)")
             return None
         found = discovered_site_file(probe, refresh=refresh, clock=now)
     log.warning("site %s (%s)", found.name, found.reason)

@@ -51,6 +51,8 @@ class DiscoveredSite:
         top: Top-level site keys (``default_partition``) with their values.
         limits: ``limits:`` keys with their values.
         partitions: The partitions, in the scheduler's order.
+        qos: ``qos_limits`` entries: QOS name → site-schema keys of
+            :class:`~hpcjobs.config.site.QosLimits` with their values (Slurm).
         notes: Values left out on purpose, with the reason.
     """
 
@@ -60,6 +62,7 @@ class DiscoveredSite:
     top: dict[str, Sourced] = field(default_factory=dict)
     limits: dict[str, Sourced] = field(default_factory=dict)
     partitions: list[DiscoveredPartition] = field(default_factory=list)
+    qos: dict[str, dict[str, Sourced]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def partition(self, name: str) -> DiscoveredPartition | None:
@@ -74,6 +77,8 @@ class DiscoveredSite:
         if self.limits:
             doc["limits"] = {k: v.value for k, v in self.limits.items()}
         doc["partitions"] = {p.name: {k: v.value for k, v in p.fields.items()} for p in self.partitions}
+        if self.qos:
+            doc["qos_limits"] = {q: {k: v.value for k, v in f.items()} for q, f in self.qos.items()}
         return doc
 
 
@@ -124,4 +129,9 @@ def render_site_yaml(site: DiscoveredSite, header: list[str]) -> str:
         lines.append(f"  {yaml_key(part.name)}:" + ("" if part.fields else " {}"))
         lines += [_entry("    ", k, v) for k, v in part.fields.items()]
         lines += [f"    # {_comment(n)}" for n in part.notes]
+    if site.qos:
+        lines.append("qos_limits:")
+        for qname, fields in site.qos.items():
+            lines.append(f"  {yaml_key(qname)}:")
+            lines += [_entry("    ", k, v) for k, v in fields.items()]
     return "\n".join(lines) + "\n"

@@ -4,8 +4,8 @@ Sources (field names as the Slurm man pages spell them): ``scontrol show config`
 (ClusterName, MaxArraySize, DefMemPerCPU), ``scontrol show partition -o`` (one partition a line:
 MaxTime, DefaultTime, MaxNodes, TotalNodes, State, Default, AllowQos, OverSubscribe, DefMemPerCPU,
 MaxMemPerNode), ``scontrol show node -o`` (CPUTot/CPUEfctv, RealMemory, MemSpecLimit, Gres,
-Partitions) and ``sacctmgr --parsable2`` for the user's associations and QOS (MaxSubmit, MaxSubmitPU).
-See https://slurm.schedmd.com/scontrol.html and https://slurm.schedmd.com/sacctmgr.html.
+Partitions); the user's associations and QOS (``sacctmgr``) are read by
+:mod:`hpcjobs.config.discover_slurm_qos`. See https://slurm.schedmd.com/scontrol.html.
 """
 
 from __future__ import annotations
@@ -20,17 +20,10 @@ from hpcjobs.units import format_walltime_slurm, parse_memory, parse_walltime
 CONFIG_ARGV = ["scontrol", "show", "config"]
 PARTITION_ARGV = ["scontrol", "show", "partition", "-o"]
 NODE_ARGV = ["scontrol", "show", "node", "-o"]
-QOS_ARGV = ["sacctmgr", "--noheader", "--parsable2", "show", "qos", "format=Name,MaxSubmitPU,MaxWall"]
 
 #: Values Slurm prints for "no limit" or "not set".
 _NO_LIMIT = {"UNLIMITED", "INFINITE", "NONE", "N/A", "(NULL)", ""}
 _KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_/:.]*=")
-
-
-def assoc_argv(user: str) -> list[str]:
-    """``sacctmgr`` query of ``user``'s associations (``where`` and the condition are separate words)."""
-    return ["sacctmgr", "--noheader", "--parsable2", "show", "associations", "where", f"user={user}",
-            "format=Cluster,Account,Partition,QOS,MaxSubmitJobs,GrpSubmitJobs,MaxWall"]
 
 
 def memory_text(nbytes: int) -> str:
@@ -164,31 +157,6 @@ def node_class(node: Mapping[str, str]) -> NodeClass:
     return NodeClass(cpus, memory, parse_gres(node.get("Gres")))
 
 
-def _tightest(values: Sequence[str]) -> int | None:
-    nums = [int(v) for v in (x.strip() for x in values) if v.isdigit() and int(v) > 0]
-    return min(nums) if nums else None
-
-
-def parse_submit_limits(assoc_text: str, qos_text: str) -> tuple[int | None, str]:
-    """The tightest per-user submit limit of the user's associations and their QOS, with its source.
-
-    Args:
-        assoc_text: Output of :func:`assoc_argv` (Cluster|Account|Partition|QOS|MaxSubmit|GrpSubmit|MaxWall).
-        qos_text: Output of :data:`QOS_ARGV` (Name|MaxSubmitPU|MaxWall).
-    """
-    rows = [line.split("|") for line in assoc_text.splitlines() if line.count("|") >= 5]
-    best: tuple[int | None, str] = (None, "")
-    assoc = _tightest([r[4] for r in rows] + [r[5] for r in rows])
-    if assoc is not None:
-        best = (assoc, "sacctmgr show associations: MaxSubmit/GrpSubmit")
-    user_qos = {q for r in rows for q in r[3].split(",") if q}
-    qos_rows = [line.split("|") for line in qos_text.splitlines() if line.count("|") >= 1]
-    qos = _tightest([r[1] for r in qos_rows if r[0] in user_qos])
-    if qos is not None and (best[0] is None or qos < best[0]):
-        best = (qos, "sacctmgr show qos: MaxSubmitPU")
-    return best
-
-
 def _time_field(part: DiscoveredPartition, key: str, raw: str | None, source: str) -> None:
     try:
         seconds = slurm_time(raw)
@@ -230,7 +198,7 @@ def _common(classes: Sequence[NodeClass]) -> NodeClass:
 
 
 def build_slurm_site(config_text: str, partition_text: str, node_text: str, *, name: str | None = None,
-                     submit_limit: tuple[int | None, str] = (None, "")) -> DiscoveredSite:
+                     assoc_text: str | None = None, qos_text: str | None = None) -> DiscoveredSite:
     """A site from ``scontrol show config``, ``show partition -o`` and ``show node -o`` output.
 
     A partition whose nodes differ (CPUs, memory, GPUs) gets one entry with the limits all of them
@@ -241,7 +209,9 @@ def build_slurm_site(config_text: str, partition_text: str, node_text: str, *, n
         partition_text: ``scontrol show partition -o`` output.
         node_text: ``scontrol show node -o`` output.
         name: The site's name (default: ClusterName).
-        submit_limit: The per-user submit limit and its source (:func:`parse_submit_limits`).
+        assoc_text: ``sacctmgr`` output of the user's associations
+            (:func:`hpcjobs.config.discover_slurm_qos.assoc_argv`); ``None`` when it could not be read.
+        qos_text: ``sacctmgr show qos`` output (:data:`hpcjobs.config.discover_slurm_qos.QOS_ARGV`).
     """
     config = _parse_config(config_text)
     cluster = config.get("ClusterName", "")
@@ -280,14 +250,27 @@ def build_slurm_site(config_text: str, partition_text: str, node_text: str, *, n
         site.limits["max_array_size"] = Sourced(size, f"scontrol show config: MaxArraySize={size}")
     else:
         site.notes.append("limits.max_array_size: left out, scontrol show config has no MaxArraySize")
-    if submit_limit[0]:
-        site.limits["max_submitted_jobs"] = Sourced(submit_limit[0], submit_limit[1])
-    else:
-        site.notes.append("limits.max_submitted_jobs: left out, no MaxSubmit on the user's associations or QOS"
-                          " (hpcjobs reads it again at submission)")
+    _accounting_limits(site, assoc_text, qos_text)
     site.notes.append("accounts, default_account: left out, they differ per user (sacctmgr show associations)")
     cap_memory(site, partition_text)
     return site
+
+
+def _accounting_limits(site: DiscoveredSite, assoc_text: str | None, qos_text: str | None) -> None:
+    """``limits.max_submitted_jobs`` and ``qos_limits`` from ``sacctmgr``, or notes saying why they are left out."""
+    from hpcjobs.config import discover_slurm_qos as qos
+
+    if assoc_text is None or qos_text is None:
+        site.notes.append("limits.max_submitted_jobs, qos_limits: left out, sacctmgr could not be read"
+                          " (hpcjobs reads the submit limit again at submission)")
+        return
+    limit, source = qos.parse_submit_limits(assoc_text, qos_text)
+    if limit:
+        site.limits["max_submitted_jobs"] = Sourced(limit, source)
+    else:
+        site.notes.append("limits.max_submitted_jobs: left out, no MaxSubmit on the user's associations or"
+                          " their default QOS (hpcjobs reads it again at submission)")
+    qos.add_qos_limits(site, assoc_text, qos_text)
 
 
 def _parse_config(text: str) -> dict[str, str]:

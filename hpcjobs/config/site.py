@@ -70,6 +70,26 @@ class SchedulerLimits(StrictModel):
     array_throttle: PositiveInt | None = Field(None, description="Default cap on running tasks of one array.")
 
 
+class QosLimits(StrictModel):
+    """Limits of one Slurm QOS, checked before ``sbatch`` for jobs that use the QOS (``sacctmgr show qos``).
+
+    A job above its QOS's MaxWall is accepted by ``sbatch`` and then pends for ever (reason
+    ``QOSMaxWallDurationPerJobLimit``) unless the QOS has the ``DenyOnLimit`` flag, so hpcjobs refuses
+    it first, naming the QOS.
+    """
+
+    max_walltime: Walltime | None = Field(None, description="QOS MaxWall: the longest wall time of one job.")
+    max_submitted_jobs: PositiveInt | None = Field(
+        None, description="QOS MaxSubmitJobsPerUser: jobs (array tasks count) one user may have queued or running.",
+    )
+    max_cpus_per_job: PositiveInt | None = Field(
+        None, description="CPUs one job may use (the smaller of MaxTRESPerJob cpu and GrpTRES cpu).",
+    )
+    max_gpus_per_job: PositiveInt | None = Field(
+        None, description="GPUs one job may use (the smaller of MaxTRESPerJob gres/gpu and GrpTRES gres/gpu).",
+    )
+
+
 class SiteDistributed(StrictModel):
     """What distributed (multi-GPU, multi-node) jobs need on this cluster: NCCL settings, modules, launchers."""
 
@@ -138,6 +158,11 @@ class SiteConfig(StrictModel):
     account_required: bool = Field(False, description="Refuse jobs that name no account.")
     accounts: list[Name] = Field(default_factory=list, description="Accounts known to be valid (empty: any).")
     default_qos: Name | None = None
+    qos_limits: dict[Name, QosLimits] = Field(
+        default_factory=dict,
+        description="Slurm only: limits of QOS, checked before submitting a job that uses the QOS "
+        "(its qos:, else default_qos); hpcjobs site init fills them from sacctmgr.",
+    )
     gpu_request: Literal["gres", "gpus-per-node"] = Field(
         "gres", description="Slurm only: ask for GPUs with --gres=gpu[:type]:N or --gpus-per-node=[type:]N."
     )
@@ -168,6 +193,8 @@ class SiteConfig(StrictModel):
             raise ValueError(f"default_partition {self.default_partition!r} is not a partition; choices: {choices}")
         if self.scheduler == "local" and self.partitions:
             raise ValueError("a 'local' site has no partitions")
+        if self.qos_limits and self.scheduler != "slurm":
+            raise ValueError(f"qos_limits are Slurm QOS limits; this site's scheduler is {self.scheduler}")
         if self.accounts and self.default_account and self.default_account not in self.accounts:
             raise ValueError(f"default_account {self.default_account!r} is not in accounts")
         return self

@@ -49,6 +49,32 @@ def _partition_lines(label: str, mine: Partition, live: Partition, live_fields: 
     return lines
 
 
+#: ``qos_limits`` fields compared, with how each is shown.
+_QOS_FIELDS: dict[str, Callable[[Any], str]] = {
+    "max_walltime": format_walltime_slurm,
+    "max_submitted_jobs": str,
+    "max_cpus_per_job": str,
+    "max_gpus_per_job": str,
+}
+
+
+def _qos_lines(site: SiteConfig, cluster: SiteConfig) -> list[str]:
+    """``qos_limits`` the file states that the cluster's QOS do not have (and limited QOS the file lacks)."""
+    lines: list[str] = []
+    for name, mine in site.qos_limits.items():
+        theirs = cluster.qos_limits.get(name)
+        for key, shown in _QOS_FIELDS.items():
+            ours = getattr(mine, key)
+            live = getattr(theirs, key) if theirs is not None else None
+            if key in mine.model_fields_set and ours != live:
+                where = f"{shown(live)} on the cluster" if live is not None else "not set on the cluster"
+                lines.append(f"qos {name}: {key} {shown(ours) if ours is not None else 'none'} in the file, {where}")
+    for name in cluster.qos_limits:
+        if name not in site.qos_limits and site.qos_limits:
+            lines.append(f"qos {name}: limited on the cluster, not in the file's qos_limits")
+    return lines
+
+
 def diff_site_file(path: str, *, scheduler: str = "auto") -> list[str]:
     """``site diff``: the site file (or site name) ``path`` against the live cluster.
 
@@ -60,7 +86,7 @@ def diff_site_file(path: str, *, scheduler: str = "auto") -> list[str]:
     from hpcjobs.config.sites import find_site, load_site_file
 
     site = load_site_file(find_site(path))
-    wanted = site.scheduler if scheduler == "auto" and site.scheduler in ("slurm", "pbspro") else scheduler
+    wanted = site.scheduler if scheduler == "auto" and site.scheduler in ("slurm", "pbspro", "torque") else scheduler
     return diff_site(site, discover_site(wanted, name=site.name))
 
 
@@ -93,6 +119,7 @@ def diff_site(site: SiteConfig, live: DiscoveredSite) -> list[str]:
         entry = live.partition(live_name)
         fields = set(entry.fields) if entry else set()
         lines += _partition_lines(f"partition {name}", part, cluster.partitions[live_name], fields)
+    lines += _qos_lines(site, cluster)
     known = set(site.partitions) | {p.scheduler_name for p in site.partitions.values() if p.scheduler_name}
     for name, part in cluster.partitions.items():
         if name not in known and (part.scheduler_name or name) not in known:

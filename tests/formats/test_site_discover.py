@@ -14,7 +14,6 @@ from hpcjobs.config.discover_slurm import (
     build_slurm_site,
     parse_gres,
     parse_oneliner,
-    parse_submit_limits,
     slurm_count,
     slurm_megabytes,
     slurm_time,
@@ -46,19 +45,6 @@ def test_testbed_capture_gives_the_testbed_site() -> None:
     assert (gpu.max_walltime, gpu.default_walltime, gpu.max_nodes, gpu.cpus_per_node) == (3600, None, 1, 8)
     assert (gpu.memory_per_node, gpu.default_memory_per_cpu) == (8 * 1024**3, 256 * 1024**2)
     assert (gpu.gpus_per_node, gpu.gpu_types) == (2, [])
-
-
-def test_testbed_associations_and_qos_capture_have_no_submit_limit() -> None:
-    assoc = (SLURM / "sacctmgr_show_assoc_user_parsable2.txt").read_text()
-    qos = (SLURM / "sacctmgr_show_qos_parsable2.txt").read_text()
-    assert parse_submit_limits(assoc, qos) == (None, "")
-
-
-def test_submit_limit_is_the_tightest_of_associations_and_their_qos() -> None:
-    assoc = "c|a|||200||\nc|b||normal,long|150|||\n"
-    qos = "normal|100|\nlong||2-00:00:00\nother|5|\n"
-    assert parse_submit_limits(assoc, qos) == (100, "sacctmgr show qos: MaxSubmitPU")
-    assert parse_submit_limits(assoc, "")[0] == 150
 
 
 def test_heterogeneous_partition_gets_a_common_entry_and_one_per_node_class() -> None:
