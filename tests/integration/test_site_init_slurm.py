@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import getpass
+import json
 import os
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +130,60 @@ def test_no_site_file_anywhere_submits_to_the_discovered_slurm_site(
     result = CliRunner().invoke(main, ["submit", str(single), "--site", str(cached), "--json"])
     assert result.exit_code == 0, result.output
     assert f"site {cached} (--site)" in caplog.text
+
+
+@pytest.fixture
+def maxwall_qos(slurm_testbed: Any) -> Any:
+    """A QOS of this test's own with MaxWall=00:10:00 and GrpTRES=cpu=4 that the current user may use.
+
+    The testbed's QOS (``normal``, the default of root's associations) are never changed; deleting the
+    QOS at the end also takes it off the user's associations.
+    """
+    name = f"hpcjobs_maxwall_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    user = getpass.getuser()
+    run_command(["sacctmgr", "-i", "add", "qos", name, "MaxWall=00:10:00", "GrpTRES=cpu=4"], timeout=30)
+    try:
+        run_command(["sacctmgr", "-i", "modify", "user", "where", f"name={user}", "set", f"qos+={name}"], timeout=30)
+        yield name
+    finally:
+        run_command(["scancel", f"--qos={name}"], timeout=30, check=False)
+        run_command(["sacctmgr", "-i", "delete", "qos", name], timeout=30, check=False)
+
+
+def test_site_init_reads_qos_maxwall_and_submit_refuses_a_longer_job(
+        maxwall_qos: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "x.yaml"
+    result = CliRunner().invoke(main, ["site", "init", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    # field by field against sacctmgr's own answer
+    live = run_command(["sacctmgr", "--parsable2", "--noheader", "show", "qos", maxwall_qos,
+                        "format=Name,MaxWall,GrpTRES,MaxSubmitJobsPerUser"], timeout=30).stdout.strip()
+    assert live == f"{maxwall_qos}|00:10:00|cpu=4|"
+    site = load_site_file(out)
+    limits = site.qos_limits[maxwall_qos]
+    assert (limits.max_walltime, limits.max_cpus_per_job, limits.max_submitted_jobs, limits.max_gpus_per_job) == (
+        parse_walltime("00:10:00"), 4, None, None)
+    assert "normal" not in site.qos_limits  # the testbed's QOS sets no limit (other tests may set MaxSubmitPU)
+    text = out.read_text()
+    assert f'  {maxwall_qos}:\n    max_walltime: "00:10:00"  # sacctmgr show qos: MaxWall=00:10:00' in text
+    assert "max_cpus_per_job: 4  # sacctmgr show qos: GrpTRES=cpu=4" in text
+    assert CliRunner().invoke(main, ["site", "validate", str(out)]).exit_code == 0
+    assert CliRunner().invoke(main, ["site", "diff", str(out)]).exit_code == 0
+
+    monkeypatch.chdir(tmp_path)
+    tmp_path.chmod(0o777)
+    exp = tmp_path / "long.yaml"
+    exp.write_text(f"name: qoslong\ncommand: 'true'\nqos: {maxwall_qos}\nresources:\n  walltime: 00:20:00\n")
+    refused = CliRunner().invoke(main, ["submit", str(exp), "--site", str(out)])
+    assert refused.exit_code == 2, refused.output
+    assert (f"wall time 00:20:00 requested, QOS '{maxwall_qos}' of site 'hpctest' ({out}) allows at most 00:10:00"
+            in refused.output), refused.output
+    queued = run_command(["squeue", "--noheader", f"--qos={maxwall_qos}", "--format=%i"], timeout=30).stdout
+    assert queued.strip() == ""  # refused before sbatch: nothing reached Slurm
+    # within the QOS's MaxWall the same job goes through, under that QOS
+    exp.write_text(exp.read_text().replace("00:20:00", "00:05:00"))
+    accepted = CliRunner().invoke(main, ["submit", str(exp), "--site", str(out), "--json"])
+    assert accepted.exit_code == 0, accepted.output
+    job_id = json.loads(accepted.output[accepted.output.index("{"):])["job_id"]
+    shown = run_command(["scontrol", "show", "job", str(job_id)], timeout=30).stdout
+    assert f"QOS={maxwall_qos}" in shown and "TimeLimit=00:05:00" in shown
