@@ -217,10 +217,13 @@ def build_slurm_site(config_text: str, partition_text: str, node_text: str, *, n
     cluster = config.get("ClusterName", "")
     site = DiscoveredSite(name=name or cluster or "slurm", scheduler="slurm", cluster=cluster)
     nodes_by_part: dict[str, list[NodeClass]] = {}
+    features: dict[str, set[str]] = {}
     for node in parse_oneliners(node_text):
         for pname in (node.get("Partitions") or "").split(","):
             if pname:
                 nodes_by_part.setdefault(pname, []).append(node_class(node))
+                features.setdefault(pname, set()).update(
+                    f for f in (node.get("AvailableFeatures") or "").split(",") if f and f != "(null)")
     for record in parse_oneliners(partition_text):
         pname = record.get("PartitionName", "")
         if not pname:
@@ -237,6 +240,9 @@ def build_slurm_site(config_text: str, partition_text: str, node_text: str, *, n
         else:
             _class_fields(main, _common(distinct), len(classes))
             main.notes.append(f"{len(distinct)} node classes: the limits above are the smallest common ones")
+        if features.get(pname):
+            main.notes.append(f"node features {', '.join(sorted(features[pname]))} (scontrol show node -o: "
+                              "AvailableFeatures): ask for one with directives: ['--constraint=<feature>']")
         site.partitions.append(main)
         if len(distinct) > 1:
             for cls in distinct:
@@ -250,10 +256,22 @@ def build_slurm_site(config_text: str, partition_text: str, node_text: str, *, n
         site.limits["max_array_size"] = Sourced(size, f"scontrol show config: MaxArraySize={size}")
     else:
         site.notes.append("limits.max_array_size: left out, scontrol show config has no MaxArraySize")
+    _config_notes(site, config)
     _accounting_limits(site, assoc_text, qos_text)
     site.notes.append("accounts, default_account: left out, they differ per user (sacctmgr show associations)")
     cap_memory(site, partition_text)
     return site
+
+
+def _config_notes(site: DiscoveredSite, config: Mapping[str, str]) -> None:
+    """What ``scontrol show config`` says that no site key holds: MaxJobCount, memory not consumable."""
+    if slurm_count(config.get("MaxJobCount")):
+        site.notes.append(f"MaxJobCount={config['MaxJobCount']} (scontrol show config): jobs of all users together,"
+                          " not a per-user limit")
+    params = config.get("SelectTypeParameters", "")
+    if params and "MEMORY" not in params.upper():
+        site.notes.append(f"SelectTypeParameters={params} (scontrol show config): memory is not a consumable "
+                          "resource here, so Slurm does not enforce memory requests")
 
 
 def _accounting_limits(site: DiscoveredSite, assoc_text: str | None, qos_text: str | None) -> None:

@@ -189,3 +189,17 @@ def test_pbs_walltime_hours_past_24(h: int, m: int, s: int) -> None:
     total = (h * 60 + m) * 60 + s
     assert pbs_walltime(f"{h:02d}:{m:02d}:{s:02d}") == (total or None)
     assert generic_user_limit(f"[u:PBS_GENERIC={h}]") == (h or None)
+
+
+def test_features_memory_not_consumable_and_maxjobcount_are_noted() -> None:
+    config = (SLURM / "scontrol_show_config.txt").read_text().replace("CR_CORE_MEMORY", "CR_CORE")
+    part = "PartitionName=p Default=YES MaxTime=1:00:00 MaxNodes=2 State=UP\n"
+    nodes = ("NodeName=a CPUTot=4 RealMemory=4000 AvailableFeatures=ib,skylake Partitions=p\n"
+             "NodeName=b CPUTot=4 RealMemory=4000 AvailableFeatures=(null) Partitions=p\n")
+    found = build_slurm_site(config, part, nodes)
+    text = site_yaml(found)
+    assert "# node features ib, skylake (scontrol show node -o: AvailableFeatures)" in text
+    assert "SelectTypeParameters=CR_CORE (scontrol show config): memory is not a consumable resource" in text
+    assert "# MaxJobCount=10000 (scontrol show config): jobs of all users together" in text
+    assert "SelectTypeParameters" not in site_yaml(build_slurm_site((SLURM / "scontrol_show_config.txt").read_text(),
+                                                                    part, nodes))
