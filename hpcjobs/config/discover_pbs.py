@@ -103,17 +103,52 @@ def _queue_entry(qname: str, queue: Mapping[str, Any], nodes: list[NodeClass]) -
                        GpuGres((("", min(c.gpus.total for c in nodes)),)) if nodes else GpuGres(()))
     _cap(part, "cpus_per_node", common.cpus, pbs_count(rmax.get("ncpus")), "resources_max.ncpus", int)
     _cap(part, "memory_per_node", common.memory, pbs_memory(rmax.get("mem")), "resources_max.mem", memory_text)
-    gpus = [v for v in (common.gpus.total if nodes else None, pbs_count(rmax.get("ngpus"))) if v is not None]
-    if gpus and min(gpus):
-        part.fields["gpus_per_node"] = Sourced(min(gpus), "pbsnodes -a -F json: resources_available.ngpus"
-                                               if min(gpus) != pbs_count(rmax.get("ngpus"))
+    gpus: list[int] = [v for v in (common.gpus.total if nodes else None, pbs_count(rmax.get("ngpus")))
+                       if v is not None]
+    fewest = min(gpus) if gpus else 0
+    if fewest:
+        part.fields["gpus_per_node"] = Sourced(fewest, "pbsnodes -a -F json: resources_available.ngpus"
+                                               if fewest != pbs_count(rmax.get("ngpus"))
                                                else "qstat -Q -f -F json: resources_max.ngpus")
     types = sorted({t for c in nodes for t in c.gpus.types})
     if types and "gpus_per_node" in part.fields:
         part.fields["gpu_types"] = Sourced(types, "pbsnodes -a -F json: resources_available.gpu_type")
-    if len(set(nodes)) > 1:
-        part.notes.append(f"{len(set(nodes))} node classes: the limits above are the smallest common ones")
     return part
+
+
+def _class_key(cls: NodeClass) -> tuple[int, int, tuple[str, ...]]:
+    return (cls.cpus or 0, cls.gpus.total, tuple(cls.gpus.types))
+
+
+def _class_label(cls: NodeClass) -> str:
+    if cls.gpus.types:
+        return "-".join(cls.gpus.types)
+    return f"c{cls.cpus or '?'}" + (f"-g{cls.gpus.total}" if cls.gpus.total else "")
+
+
+def _queue_entries(qname: str, queue: Mapping[str, Any], nodes: list[NodeClass]) -> list[DiscoveredPartition]:
+    """The queue's entry with the limits all its nodes meet, plus one entry per node class when they differ.
+
+    Nodes are alike when their ncpus, ngpus and gpu_type are; a class's memory is its smallest
+    (``resources_available.mem`` differs by a few kB between identical nodes).
+    """
+    main = _queue_entry(qname, queue, nodes)
+    groups: dict[tuple[int, int, tuple[str, ...]], list[NodeClass]] = {}
+    for cls in nodes:
+        groups.setdefault(_class_key(cls), []).append(cls)
+    if len(groups) < 2:
+        return [main]
+    main.notes.append(f"{len(groups)} node classes (ncpus, ngpus, gpu_type): the limits above are the smallest"
+                      " common ones")
+    entries = [main]
+    for key in sorted(groups, key=lambda k: (k[1], k[0], k[2])):
+        members = groups[key]
+        entry = _queue_entry(qname, queue, members)
+        entry.name = f"{qname}-{_class_label(members[0])}"
+        entry.fields = {"scheduler_name": Sourced(qname, "one node class of this queue"), **entry.fields}
+        entry.notes = [n for n in entry.notes if "left out" in n]
+        entries.append(entry)
+    return entries
 
 
 def build_pbs_site(queue_json: Mapping[str, Any], node_json: Mapping[str, Any], server_json: Mapping[str, Any],
@@ -123,7 +158,7 @@ def build_pbs_site(queue_json: Mapping[str, Any], node_json: Mapping[str, Any], 
     A node whose ``queue`` attribute is set belongs to that queue only; the others serve every
     execution queue (PBS's own rule for vnodes without a queue).
     """
-    servers = server_json.get("Server") or {}
+    servers: Mapping[str, Mapping[str, Any]] = server_json.get("Server") or {}
     server_name, server = next(iter(servers.items()), (str(queue_json.get("pbs_server", "")), {}))
     cluster = str(queue_json.get("pbs_server") or server_name or "")
     site = DiscoveredSite(name=name or cluster or "pbs", scheduler="pbspro", cluster=cluster)
@@ -138,7 +173,7 @@ def build_pbs_site(queue_json: Mapping[str, Any], node_json: Mapping[str, Any], 
             site.notes.append(f"queue {qname}: left out, enabled=False")
             continue
         members = [] if is_route else [node_class_pbs(n) for n in nodes if n.get("queue") in (None, qname)]
-        site.partitions.append(_queue_entry(qname, queue, members))
+        site.partitions.extend(_queue_entries(qname, queue, members))
     size = pbs_count(server.get("max_array_size"))
     if size:
         site.limits["max_array_size"] = Sourced(size, f"qstat -B -f -F json: max_array_size={size}")

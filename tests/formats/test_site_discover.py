@@ -203,3 +203,24 @@ def test_features_memory_not_consumable_and_maxjobcount_are_noted() -> None:
     assert "# MaxJobCount=10000 (scontrol show config): jobs of all users together" in text
     assert "SelectTypeParameters" not in site_yaml(build_slurm_site((SLURM / "scontrol_show_config.txt").read_text(),
                                                                     part, nodes))
+
+
+def test_pbs_queue_with_mixed_nodes_gets_one_entry_per_node_class() -> None:
+    queues = {"pbs_server": "s", "Queue": {"gpu": {"queue_type": "Execution", "enabled": "True",
+                                                  "resources_max": {"walltime": "24:00:00"}}}}
+
+    def node(ncpus: int, mem: str, ngpus: int = 0, gtype: str | None = None) -> dict:
+        avail: dict = {"ncpus": ncpus, "mem": mem, "ngpus": ngpus}
+        if gtype:
+            avail["gpu_type"] = gtype
+        return {"queue": "gpu", "resources_available": avail}
+
+    nodes = {"nodes": {"a1": node(64, "515000000kb", 4, "a100"), "a2": node(64, "514999000kb", 4, "a100"),
+                       "v1": node(32, "192gb", 2, "v100")}}
+    site = validate_document(SiteConfig, parse_yaml(site_yaml(build_pbs_site(queues, nodes, {}))))
+    assert list(site.partitions) == ["gpu", "gpu-v100", "gpu-a100"]
+    common, v100, a100 = site.partitions.values()
+    assert (common.cpus_per_node, common.gpus_per_node, common.memory_per_node) == (32, 2, 192 * 1024**3)
+    assert (a100.scheduler_name, a100.cpus_per_node, a100.gpus_per_node, a100.gpu_types) == ("gpu", 64, 4, ["a100"])
+    assert (a100.max_nodes, a100.memory_per_node, a100.max_walltime) == (2, 514999000 * 1024, 86400)
+    assert (v100.scheduler_name, v100.max_nodes, v100.gpu_types) == ("gpu", 1, ["v100"])
