@@ -29,3 +29,17 @@ def test_pbs_server_name_from_conf(tmp_path: Path) -> None:
     slurm = tmp_path / "slurm.conf"
     slurm.write_text("ClusterName=desched1\n")
     assert local_cluster_names({**env, "SLURM_CONF": str(slurm)}) == ["desched1"]
+
+
+def test_torque_server_name_from_pbs_default_or_server_name_file(tmp_path: Path) -> None:
+    from hpcjobs.config.cluster_names import torque_server_name
+
+    path = tmp_path / "server_name"
+    path.write_text("tem-ce-el7.sdfarm.kr\n")
+    assert torque_server_name({}, str(path)) == "tem-ce-el7.sdfarm.kr"
+    path.write_text("head1.example.org:15001,head2.example.org\n")
+    assert torque_server_name({}, str(path)) == "head1.example.org"
+    assert torque_server_name({"PBS_DEFAULT": "other.example.org"}, str(path)) == "other.example.org"
+    assert torque_server_name({}, str(tmp_path / "missing")) is None
+    path.write_text("\n")
+    assert torque_server_name({}, str(path)) is None

@@ -9,6 +9,9 @@ on disk already, where the scheduler's own clients read it.
   case-insensitive, see slurm.conf(5)).
 - PBS Pro / OpenPBS: ``$PBS_SERVER``, else ``PBS_SERVER`` in ``$PBS_CONF_FILE`` or ``/etc/pbs.conf``
   (pbs.conf(8)); the short name, as job ids carry it.
+- Torque: ``$PBS_DEFAULT``, else the first name in ``server_name`` under Torque's home
+  (``/var/spool/torque`` by default), which its clients read; kept as written there (a discovered
+  Torque site is named after what ``qstat -B -f`` prints after ``Server:``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Mapping
 
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
 DEFAULT_PBS_CONF = "/etc/pbs.conf"
+DEFAULT_TORQUE_SERVER_NAME = "/var/spool/torque/server_name"
 
 #: Most bytes read of a configuration file (a slurm.conf with thousands of node lines stays far below).
 _MAX_CONF_BYTES = 4 * 1024 * 1024
@@ -65,7 +69,20 @@ def pbs_server_name(env: Mapping[str, str] | None = None) -> str | None:
     return value.split(":", 1)[0].split(".", 1)[0] or None
 
 
+def torque_server_name(env: Mapping[str, str] | None = None, path: str = DEFAULT_TORQUE_SERVER_NAME) -> str | None:
+    """Torque's server from ``$PBS_DEFAULT`` or its ``server_name`` file, or ``None``.
+
+    The file holds ``host``, ``host:port`` or a comma-separated list (the first is taken).
+    """
+    env = os.environ if env is None else env
+    text = env.get("PBS_DEFAULT") or _read(path) or ""
+    first = text.strip().split(",", 1)[0].split()
+    if not first:
+        return None
+    return first[0].split(":", 1)[0] or None
+
+
 def local_cluster_names(env: Mapping[str, str] | None = None) -> list[str]:
     """Every cluster name this machine's scheduler configuration gives (Slurm first), without duplicates."""
-    names = [n for n in (slurm_cluster_name(env), pbs_server_name(env)) if n]
+    names = [n for n in (slurm_cluster_name(env), pbs_server_name(env), torque_server_name(env)) if n]
     return list(dict.fromkeys(names))
