@@ -63,6 +63,12 @@ def test_recorded_qos_table_field_by_field() -> None:
     assert qos_limits(QOS_FMT)[CAPTURED]["max_cpus_per_job"].source == "sacctmgr show qos: MaxTRES=cpu=2,gres/gpu=1"
 
 
+def test_recorded_testbed_qos_without_limits_gives_none() -> None:
+    plain = (SLURM / "sacctmgr_show_qos_parsable2.txt").read_text()  # the testbed's own QOS table
+    assert [r["Name"] for r in parse_parsable2(plain)] == ["normal"]
+    assert qos_limits(plain) == {}
+
+
 def test_recorded_associations_give_the_allowed_and_default_qos() -> None:
     rows = parse_parsable2(ASSOC)
     assert [r["Account"] for r in rows] == ["other", "hpcjobs", "root"]
