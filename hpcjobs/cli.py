@@ -144,12 +144,12 @@ class LazyGroup(click.Group):
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("hpcjobs.commands.report:report", "Efficiency, queue wait and failure reports from accounting data."),
     "sweep": ("hpcjobs.commands.sweep:sweep", "Submit (or resume) the parameter sweep of an experiment."),
-    "status": ("hpcjobs.commands.sweep:status", "Show a sweep's progress (one scheduler call per poll)."),
-    "cancel": ("hpcjobs.commands.sweep:cancel", "Cancel a sweep's queued and running jobs."),
-    "resubmit": ("hpcjobs.commands.sweep:resubmit", "Submit a sweep's failed points again."),
-    "ls": ("hpcjobs.commands.sweep:ls", "List the sweeps in the sweep folder."),
+    "status": ("hpcjobs.commands.sweep:status", "Show a sweep's or a job's progress (one scheduler call per poll)."),
+    "cancel": ("hpcjobs.commands.sweep:cancel", "Cancel a sweep's (or a job's) queued and running jobs."),
+    "resubmit": ("hpcjobs.commands.sweep:resubmit", "Submit a sweep's failed points (or a failed job) again."),
+    "ls": ("hpcjobs.commands.sweep:ls", "List the sweeps in the sweep folder (--jobs: the single jobs)."),
     "results": ("hpcjobs.commands.results:results", "A sweep's points with their parameters, state and metrics."),
-    "logs": ("hpcjobs.commands.results:logs", "Show the stdout/stderr of a sweep's points (one, by index, failed)."),
+    "logs": ("hpcjobs.commands.results:logs", "Show the stdout/stderr of a job, or of a sweep's points."),
     "sweep-run-local": ("hpcjobs.commands.sweep:sweep_run_local", ""),
 }
 
@@ -199,21 +199,41 @@ def render(experiment: str, site: str | None, overrides: tuple[str, ...], output
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the experiment.")
 @click.option("--refresh-site", is_flag=True,
               help="Discover this machine's cluster again (when no site file describes it) instead of the cached site.")
+@click.option("--new", "new", is_flag=True, help="Submit another job even if this request was submitted before.")
+@click.option("--root", type=click.Path(file_okay=False),
+              help="Folder of sweep folders; single jobs are recorded in its jobs/ (default: as for sweeps).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
-def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refresh_site: bool, as_json: bool) -> None:
-    """Check, render and submit EXPERIMENT as one job (its parameter sweep is `hpcjobs sweep`)."""
+def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refresh_site: bool, new: bool,
+           root: str | None, as_json: bool) -> None:
+    """Check, render and submit EXPERIMENT as one job (its parameter sweep is `hpcjobs sweep`).
+
+    The same request (the experiment's content, --set overrides and site) is submitted once: running
+    the command again prints the job already submitted (and finds one whose answer was lost) instead
+    of submitting another. --new submits another job.
+    """
     from hpcjobs.submit import submit_experiment
 
-    sub = submit_experiment(experiment, site=site, overrides=overrides, refresh_site=refresh_site)
+    sub = submit_experiment(experiment, site=site, overrides=overrides, refresh_site=refresh_site, root=root,
+                            new=new)
     if as_json:
         click.echo(json.dumps({"job_id": sub.job_id, "script": str(sub.script), "tag": sub.tag.render(),
                                "site": sub.site, "scheduler": sub.scheduler,
-                               "stdout": sub.stdout and str(sub.stdout), "stderr": sub.stderr and str(sub.stderr)}))
-    else:
+                               "stdout": sub.stdout and str(sub.stdout), "stderr": sub.stderr and str(sub.stderr),
+                               "request_id": sub.request_id, "new": sub.new, "recovered": sub.recovered,
+                               "state": sub.state}))
+        return
+    if sub.new:
         click.echo(f"submitted job {sub.job_id} to {sub.site} ({sub.scheduler}); script {sub.script}")
-        if sub.stdout is not None:
-            click.echo(f"logs: {sub.stdout} and {sub.stderr}")
+    elif sub.recovered:
+        click.echo(f"job {sub.job_id} ({sub.state}) was submitted by an earlier run whose answer was lost; found by "
+                   "its token, not submitted again")
+    else:
+        click.echo(f"job {sub.job_id} ({sub.state}) was already submitted for this request ({sub.request_id}); not "
+                   "submitted again (--new submits another)")
+    if sub.stdout is not None:
+        click.echo(f"logs: {sub.stdout} and {sub.stderr}")
+    click.echo(f"follow it with: hpcjobs status {sub.job_id} · hpcjobs logs {sub.job_id} -f")
 
 
 @main.group()

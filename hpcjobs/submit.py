@@ -1,6 +1,9 @@
 """Submitting one rendered job: write the script, make the output directory, submit with a tag.
 
-The library call behind ``hpcjobs submit``; sweeps build on the same pieces.
+:func:`submit_experiment` is the library call behind ``hpcjobs submit``: it records the job in a
+ledger of its own, like a one-point sweep (:mod:`hpcjobs.sweep.singles`), so that the same request
+is submitted exactly once and ``status``/``logs``/``cancel``/``resubmit`` take its job id.
+:func:`submit_rendered` is the bare step (no ledger) that tests and sweeps build on.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from pathlib import Path
 
 from hpcjobs.errors import CommandError, CommandTimeout, ConfigError, ConfigProblem
 from hpcjobs.output import atomic_write_text
-from hpcjobs.render.script import RenderedScript, render_experiment
+from hpcjobs.render.script import RenderedScript
 from hpcjobs.schedulers.base import SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.states import JobTag, new_token
@@ -30,6 +33,12 @@ class Submission:
         stdout: Where the job's stdout goes (the directives hpcjobs writes; ``None`` when a
             directive of the experiment names another file).
         stderr: Where its stderr goes.
+        request_id: The request's id in the ledger of single jobs (``<name>-<hash>``), when recorded.
+        new: Submitted by this call (``False``: the same request was submitted before, or an
+            earlier interrupted run's job was found by its token; nothing was submitted again).
+        state: The job's state as last known (``SUBMITTED`` right after submission).
+        recovered: Found by its token after an earlier run lost the scheduler's answer.
+        folder: The request's ledger folder.
     """
 
     job_id: str
@@ -39,6 +48,11 @@ class Submission:
     scheduler: str
     stdout: Path | None = None
     stderr: Path | None = None
+    request_id: str | None = None
+    new: bool = True
+    state: str | None = None
+    recovered: bool = False
+    folder: Path | None = None
 
 
 def client_for(scheduler: str) -> SchedulerClient:
@@ -101,13 +115,20 @@ def job_log_paths(rendered: RenderedScript, job_id: str, submit_dir: Path) -> tu
     (copied there when the job ends, unless the site writes directly). ``None`` where the
     experiment's own directives choose the files.
     """
+    from hpcjobs.sweep.logs import single_job_log_paths
+
+    job = rendered.job
+    if not default_log_files(rendered):
+        return None, None
+    return single_job_log_paths(job.scheduler, job.name, job.output_dir, job_id, submit_dir)
+
+
+def default_log_files(rendered: RenderedScript) -> bool:
+    """Whether the job's stdout and stderr go where hpcjobs's own directives put them (not an array,
+    and no ``--output``/``--error``/``-o``/``-e`` directive of the experiment's)."""
     job = rendered.job
     own = " ".join(job.extra_directives)
-    if job.array is not None or any(flag in own for flag in ("--output", "--error", "-o ", "-e ")):
-        return None, None
-    stem = f"{job.name}-{job_id.split('.')[0]}" if job.scheduler == "slurm" else job.name
-    base = submit_dir / job.output_dir
-    return base / f"{stem}.out", base / f"{stem}.err"
+    return job.array is None and not any(flag in own for flag in ("--output", "--error", "-o ", "-e "))
 
 
 def submit_experiment(
@@ -117,15 +138,35 @@ def submit_experiment(
     overrides: tuple[str, ...] = (),
     submit_dir: str | Path | None = None,
     refresh_site: bool = False,
+    root: str | Path | None = None,
+    new: bool = False,
+    client: SchedulerClient | None = None,
 ) -> Submission:
-    """Load, check, render and submit an experiment file as one job.
+    """Load, check, render and submit an experiment file as one job, exactly once per request.
 
-    ``refresh_site``: discover this machine's cluster again even when a discovered site is cached.
+    The request (the experiment's meaning with its ``--set`` overrides, and the site) is recorded in
+    its own ledger under ``<sweep root>/jobs/`` before the scheduler is called
+    (:func:`hpcjobs.sweep.singles.submit_single`): running the same command again returns the job
+    already submitted instead of submitting another, and a job whose answer was lost is found by its
+    token. ``new`` submits another job of the same request.
+
+    Args:
+        path: The experiment file.
+        site: Site override (name or file).
+        overrides: ``--set KEY=VALUE`` overrides.
+        submit_dir: The job's working directory (default: the current one).
+        refresh_site: Discover this machine's cluster again even when a discovered site is cached.
+        root: Folder of sweep folders (default: found as for sweeps).
+        new: Submit another job even if this request was submitted before.
+        client: The scheduler client (default: the site's scheduler).
 
     Raises:
-        ConfigError: Bad input (nothing is written or submitted).
-        CommandError: The scheduler refused the job.
+        ConfigError: Bad input, or a site without a scheduler (nothing is written or submitted).
+        CommandError: The scheduler refused the job (the command, exit code and stderr attached).
+        SubmitError: An ambiguous answer could not be settled (run the same command again).
+        LedgerError: Another ``hpcjobs submit`` of the same request is running.
     """
-    rendered = render_experiment(path, site=site, overrides=overrides, ask_scheduler=True,
-                                  refresh_site=refresh_site)
-    return submit_rendered(rendered, submit_dir=submit_dir)
+    from hpcjobs.sweep.singles import submit_single
+
+    return submit_single(path, site=site, overrides=overrides, submit_dir=submit_dir, refresh_site=refresh_site,
+                         root=root, new=new, client=client)

@@ -78,7 +78,7 @@ def results(sweep_name: str, sort: tuple[str, ...], top: int | None, root: str |
 
 
 @click.command("logs")
-@click.argument("sweep_name", metavar="SWEEP")
+@click.argument("sweep_name", metavar="SWEEP|JOB_ID")
 @click.argument("point", required=False, metavar="[POINT_ID]")
 @click.option("--index", "index", type=click.IntRange(min=0), help="The point with this index.")
 @click.option("--failed", is_flag=True, help="Points in a failure state (asks the scheduler once).")
@@ -94,7 +94,8 @@ def results(sweep_name: str, sort: tuple[str, ...], top: int | None, root: str |
 @handle_errors
 def logs(sweep_name: str, point: str | None, index: int | None, failed: bool, states_: tuple[str, ...], tail: int,
          all_lines: bool, which: str | None, follow_: bool, interval: float, root: str | None) -> None:
-    """Show the stdout and stderr of SWEEP's points: one point, by index, or by state."""
+    """Show the stdout and stderr of SWEEP's points (one point, by index, or by state), or of the job JOB_ID
+    submitted with `hpcjobs submit` (`1234`, `1234.server`)."""
     from hpcjobs import states
     from hpcjobs.sweep.logs import follow, sweep_logs, tail_text
 
@@ -109,10 +110,12 @@ def logs(sweep_name: str, point: str | None, index: int | None, failed: bool, st
         return
     files = []
     for p in selected:
-        exit_text = "" if p.exit_code is None else f", exit {p.exit_code}"
+        exit_text = "" if p.exit_code is None or p.state not in states.TERMINAL_STATES else f", exit {p.exit_code}"
         for label, path in p.files(which or "both"):
             files.append(path)
-            click.echo(f"==> {label} of point {p.point_id} (index {p.index}, {p.state}{exit_text}): {path} <==")
+            what = f"job {p.job_id or '(not submitted)'} ({p.state}" if p.single else \
+                f"point {p.point_id} (index {p.index}, {p.state}"
+            click.echo(f"==> {label} of {what}{exit_text}): {path} <==")
             text = tail_text(path, None if all_lines else tail)
             if text:
                 click.echo(text, nl=not text.endswith("\n"))

@@ -1,4 +1,8 @@
-"""``hpcjobs sweep | status | cancel | resubmit | ls``: options in, one library call, output out."""
+"""``hpcjobs sweep | status | cancel | resubmit | ls``: options in, one library call, output out.
+
+``status``, ``cancel`` and ``resubmit`` also take the job id of a single job of ``hpcjobs submit``
+(:mod:`hpcjobs.sweep.singles`), and ``ls --jobs`` lists those jobs.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 import click
 
 from hpcjobs.cli import console, handle_errors
+from hpcjobs.states import TERMINAL_STATES
 
 STATE_STYLE = {"COMPLETED": "green", "FAILED": "red", "TIMEOUT": "red", "OUT_OF_MEMORY": "red",
                "CANCELLED": "yellow", "RUNNING": "cyan", "PENDING": "blue", "NODE_FAIL": "red"}
@@ -133,9 +138,11 @@ def _dry_table(prepared: Any, limit: int) -> Any:
     return table
 
 
-def _status_table(status: Any) -> Any:
+def _status_table(status: Any, job: Any = None) -> Any:
     from rich.table import Table
 
+    if job is not None:  # a single job of `hpcjobs submit`
+        return _job_table(job)
     table = Table(title=f"{status.sweep_id} ({status.site}, {status.scheduler}): "
                         f"{status.finished}/{status.total} finished", box=None)
     table.add_column("state")
@@ -145,8 +152,28 @@ def _status_table(status: Any) -> Any:
     return table
 
 
+def _job_table(job: Any) -> Any:
+    """A single job: its state, exit code, attempts and files."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"job {job.job_id or '-'} ({job.request_id}, {job.site}, {job.scheduler})", box=None,
+                  show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    done = job.exit_code is not None and job.state in TERMINAL_STATES
+    table.add_row("state", f"[{STATE_STYLE.get(job.state, 'white')}]{job.state}[/]"
+                  + (f", exit {job.exit_code}" if done else ""))
+    if job.earlier:
+        table.add_row("attempt", f"{job.attempt} (before: {', '.join(f'{j} {s}' for j, s in job.earlier)})")
+    for label, path in (("stdout", job.stdout), ("stderr", job.stderr), ("script", job.script)):
+        if path is not None:
+            table.add_row(label, escape(str(path)))
+    return table
+
+
 @click.command()
-@click.argument("sweep_name", metavar="SWEEP")
+@click.argument("sweep_name", metavar="SWEEP|JOB_ID")
 @click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders.")
 @click.option("--watch", is_flag=True, help="Poll until every point is finished, with a live table.")
 @click.option("--interval", type=float, default=10.0, show_default=True, help="Seconds between polls (--watch).")
@@ -155,28 +182,40 @@ def _status_table(status: Any) -> Any:
 @handle_errors
 def status(sweep_name: str, root: str | None, watch: bool, interval: float, show_points: bool,
            as_json: bool) -> None:
-    """Show a sweep's progress (one batched scheduler call per poll)."""
+    """Show a sweep's progress, or a job's state (one batched scheduler call per poll).
+
+    SWEEP is a sweep's id, name or unique prefix; JOB_ID the id of a job submitted with
+    `hpcjobs submit` (`1234`, `1234.server`), or its name.
+    """
     from hpcjobs.sweep.api import sweep_status
+    from hpcjobs.sweep.singles_read import read_single
 
     st = sweep_status(sweep_name, root=root)
+    single = read_single(st.folder)  # None for a sweep
     if watch and not as_json:
         from rich.live import Live
 
-        with Live(_status_table(st), console=console(stderr=False), refresh_per_second=2) as live:
+        with Live(_status_table(st, single), console=console(stderr=False), refresh_per_second=2) as live:
             while not st.done:
                 time.sleep(interval)
-                st = sweep_status(sweep_name, root=root)
-                live.update(_status_table(st))
+                st = sweep_status(st.folder)
+                single = single and read_single(st.folder)
+                live.update(_status_table(st, single))
     elif watch:
         while not st.done:
             time.sleep(interval)
-            st = sweep_status(sweep_name, root=root)
+            st = sweep_status(st.folder)
     if as_json:
-        click.echo(json.dumps(st.as_dict(), default=str))
+        data = st.as_dict()
+        if single is not None:
+            data["job"] = (read_single(st.folder) or single).as_dict()
+        click.echo(json.dumps(data, default=str))
         return
     out = console(stderr=False)
+    if single is not None and not out.is_terminal:  # piped: whole paths
+        out.width = 100_000
     if not watch:
-        out.print(_status_table(st))
+        out.print(_status_table(st, single))
     if show_points:
         from rich.markup import escape
         from rich.table import Table
@@ -190,11 +229,11 @@ def status(sweep_name: str, root: str | None, watch: bool, interval: float, show
 
 
 @click.command()
-@click.argument("sweep_name", metavar="SWEEP")
+@click.argument("sweep_name", metavar="SWEEP|JOB_ID")
 @click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders.")
 @handle_errors
 def cancel(sweep_name: str, root: str | None) -> None:
-    """Cancel a sweep's queued and running jobs, and its points not yet submitted."""
+    """Cancel a sweep's queued and running jobs and its points not yet submitted, or one job of `hpcjobs submit`."""
     from hpcjobs.sweep.api import cancel_sweep
 
     ids = cancel_sweep(sweep_name, root=root)
@@ -202,7 +241,7 @@ def cancel(sweep_name: str, root: str | None) -> None:
 
 
 @click.command()
-@click.argument("sweep_name", metavar="SWEEP")
+@click.argument("sweep_name", metavar="SWEEP|JOB_ID")
 @click.option("--failed", "which", flag_value="failed", default=True, help="Every failure state (default).")
 @click.option("--state", "states_", multiple=True, help="Only points in these states (e.g. TIMEOUT).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Change the experiment for the retry.")
@@ -213,15 +252,29 @@ def cancel(sweep_name: str, root: str | None) -> None:
 @handle_errors
 def resubmit(sweep_name: str, which: str, states_: tuple[str, ...], overrides: tuple[str, ...],
              scale_walltime: float | None, throttle: int | None, root: str | None, force: bool) -> None:
-    """Submit a sweep's failed points again, optionally with changed resources."""
+    """Submit a sweep's failed points again (or a failed job of `hpcjobs submit`), optionally with changed resources."""
     from hpcjobs import states
-    from hpcjobs.sweep.api import resubmit_sweep
+    from hpcjobs.sweep.api import find_sweep, resubmit_sweep
+    from hpcjobs.sweep.singles_read import read_single
 
     wanted = tuple(s.upper() for s in states_) or tuple(sorted(states.FAILURE_STATES))
     bad = [s for s in wanted if s not in states.ALL_STATES]
     if bad:
         raise click.BadParameter(f"unknown state(s) {', '.join(bad)}; choose from {', '.join(states.ALL_STATES)}",
                                  param_hint="--state")
+    folder = find_sweep(sweep_name, root)
+    if read_single(folder) is not None:  # one job: a new attempt in its own ledger, a plain job again
+        from hpcjobs.sweep.singles import resubmit_single
+
+        sub, _reset = resubmit_single(folder, which=wanted, overrides=overrides, scale_walltime=scale_walltime,
+                                      force=force)
+        if sub.new:
+            click.echo(f"job {sub.request_id}: resubmitted as job {sub.job_id}")
+        else:
+            click.echo(f"job {sub.job_id} is {sub.state}, not in {', '.join(wanted)}: not resubmitted "
+                       "(--state chooses the states)")
+        return
+    sweep_name = str(folder)
     prepared, report, reset = resubmit_sweep(sweep_name, which=wanted, overrides=overrides,
                                              scale_walltime=scale_walltime, root=root, throttle=throttle, force=force)
     click.echo(f"sweep {prepared.sweep_id}: {reset} point(s) reset; submitted {report.points_submitted} in "
@@ -232,12 +285,16 @@ def resubmit(sweep_name: str, which: str, states_: tuple[str, ...], overrides: t
 @click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders.")
 @click.option("--poll/--no-poll", default=True, show_default=True,
               help="Ask the scheduler about the sweeps' live jobs first (one batched call per scheduler).")
+@click.option("--jobs", "jobs", is_flag=True, help="List the single jobs of `hpcjobs submit` instead of the sweeps.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
-def ls(root: str | None, poll: bool, as_json: bool) -> None:
-    """List the sweeps under the sweep folder, each with the time its counts are from."""
+def ls(root: str | None, poll: bool, jobs: bool, as_json: bool) -> None:
+    """List the sweeps under the sweep folder, each with the time its counts are from (--jobs: the single jobs)."""
     from hpcjobs.sweep.api import list_sweeps
 
+    if jobs:
+        _ls_jobs(root, poll, as_json)
+        return
     listing = list_sweeps(root, poll=poll)
     sweeps = listing.sweeps
     if as_json:
@@ -246,6 +303,11 @@ def ls(root: str | None, poll: bool, as_json: bool) -> None:
                                 "as_of": s.as_of, "polled": s.polled, "poll_error": s.poll_error}
                                for s in sweeps]))
         return
+    from hpcjobs.sweep.singles_read import count_singles
+
+    singles = count_singles(listing.root.path)
+    if singles:
+        click.echo(f"and {singles} single job(s) of `hpcjobs submit`: hpcjobs ls --jobs", err=True)
     if not sweeps:
         click.echo(f"no sweeps in {listing.root.describe()}", err=True)
         return
@@ -263,6 +325,38 @@ def ls(root: str | None, poll: bool, as_json: bool) -> None:
         as_of = "now" if s.polled else f"{age} ago" + (" (not polled)" if poll and s.scheduler != "local" else "")
         table.add_row(s.sweep_id, s.site, created, str(sum(s.counts.values())), summary, as_of)
     console(stderr=False).print(table)
+
+
+def _ls_jobs(root: str | None, poll: bool, as_json: bool) -> None:
+    """``ls --jobs``: the single jobs, their live ones polled in one batched call per scheduler."""
+    from hpcjobs.sweep.singles_read import list_singles
+
+    base, rows = list_singles(root, poll=poll)
+    if as_json:
+        click.echo(json.dumps([{**r.job.as_dict(), "as_of": r.as_of, "polled": r.polled, "poll_error": r.poll_error}
+                               for r in rows]))
+        return
+    if not rows:
+        click.echo(f"no jobs of `hpcjobs submit` in {base}", err=True)
+        return
+    from datetime import datetime
+
+    from rich.markup import escape
+    from rich.table import Table
+
+    now = time.time()
+    table = Table("job", "name", "site", "submitted", "state", "exit", "as of", "stdout", box=None,
+                  title=f"jobs in {base}")
+    for r in rows:
+        j = r.job
+        when = datetime.fromtimestamp(j.submitted_at or j.created_at).strftime("%Y-%m-%d %H:%M")
+        as_of = "now" if r.polled else f"{_age(now - r.as_of)} ago" + (" (not polled)" if poll else "")
+        table.add_row(j.job_id or "-", j.name, j.site, when, f"[{STATE_STYLE.get(j.state, 'white')}]{j.state}[/]",
+                      "" if j.exit_code is None else str(j.exit_code), as_of, escape(str(j.stdout or "")))
+    out = console(stderr=False)
+    if not out.is_terminal:
+        out.width = 100_000
+    out.print(table)
 
 
 def _age(seconds: float) -> str:

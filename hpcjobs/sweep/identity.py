@@ -245,15 +245,19 @@ def settle_identity(prepared: PreparedSweep, *, overrides: Sequence[str] = (), s
 
 
 def find_sweep(name: str | Path, root: str | Path | None = None) -> Path:
-    """The folder of a sweep given by folder path, full id, experiment name, or a unique prefix of an id.
+    """The folder of a sweep given by folder path, full id, experiment name, or a unique prefix of an id;
+    or of a single job (``hpcjobs submit``) given by its job id, request id or name.
 
-    An exact id beats a name, and a name beats a prefix: with ``big-1a2b3c4d`` and
-    ``bigger-5e6f7a8b`` under the root, ``big`` is the first.
+    An exact id beats a name, a sweep's name beats a single job's id (then request id, then name),
+    and all of them beat a prefix: with ``big-1a2b3c4d`` and ``bigger-5e6f7a8b`` under the root,
+    ``big`` is the first (:func:`hpcjobs.sweep.singles_read.find_single` for single jobs).
 
     Raises:
-        ConfigError: No such sweep (saying where it looked), or the name or prefix is ambiguous
+        ConfigError: No such sweep or job (saying where it looked), or the name or prefix is ambiguous
             (with the candidates).
     """
+    from hpcjobs.sweep.singles_read import find_single
+
     p = Path(name)
     if (p / _LEDGER).is_file():
         return p.resolve()
@@ -261,15 +265,21 @@ def find_sweep(name: str | Path, root: str | Path | None = None) -> Path:
     base = where.path
     candidates = sweep_folders(base)
     text = str(name)
-    for rule in (lambda c: c == text, lambda c: name_of(c) == text, lambda c: c.startswith(text)):
+    rules = (lambda c: c == text, lambda c: name_of(c) == text, None, lambda c: c.startswith(text))
+    for rule in rules:
+        if rule is None:  # between a sweep's exact name and a prefix: a single job
+            single = find_single(text, base)
+            if single is not None:
+                return single
+            continue
         matches = [c for c in candidates if rule(c)]
         if len(matches) == 1:
             return base / matches[0]
         if matches:
             raise ConfigError(ConfigProblem(f"ambiguous sweep {text!r} in {base}: give one of the ids",
                                             key="sweep", choices=tuple(matches)))
-    raise ConfigError(ConfigProblem(f"no sweep {text!r} in {where.describe()}", key="sweep",
-                                    choices=tuple(candidates)))
+    raise ConfigError(ConfigProblem(f"no sweep {text!r} in {where.describe()}, and no job of `hpcjobs submit` "
+                                    "with that id or name", key="sweep", choices=tuple(candidates)))
 
 
 __all__ = ["DEFAULT_SWEEP_ROOT", "IDENTITY_SCHEME", "SweepRoot", "experiment_digest", "find_sweep",

@@ -7,20 +7,26 @@ to them, after a header line in ``stderr.log``). The scheduler's own files
 ``<output_dir>/<sweep>.<chunk>.<index>.out`` on PBS Pro) are kept: they hold what happened before
 the script reached the point's setup (a node that could not start it, a missing chunk file).
 
+A single job (``hpcjobs submit``, recorded by :mod:`hpcjobs.sweep.singles`) has no run folder: its
+logs are the files its directives name (:func:`single_job_log_paths`), and ``hpcjobs logs JOB_ID``
+shows those of the attempt that job id names.
+
 Nothing here imports pandas.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hpcjobs import states
-from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.errors import ConfigError, ConfigProblem, HpcJobsError
 
 #: A point's run folder is ``<sweep>/points/<point_id>``.
 POINTS_DIR = "points"
@@ -84,6 +90,7 @@ class PointLogs:
         stderr: ``points/<id>/stderr.log``.
         scheduler_out: The scheduler's stdout file of its last job, where it can be named.
         scheduler_err: The scheduler's stderr file.
+        single: A single job of ``hpcjobs submit`` (its files are those its directives name).
     """
 
     point_id: str
@@ -96,6 +103,7 @@ class PointLogs:
     stderr: Path
     scheduler_out: Path | None
     scheduler_err: Path | None
+    single: bool = False
 
     def files(self, which: str = "both") -> list[tuple[str, Path]]:
         """The files to show, as ``(label, path)``: the run folder's, and the scheduler's where they exist.
@@ -128,6 +136,37 @@ def scheduler_log_stem(scheduler: str, *, submit_dir: str | None, output_dir: st
     return None
 
 
+def single_job_log_paths(scheduler: str, name: str, output_dir: str, job_id: str,
+                         submit_dir: str | Path) -> tuple[Path, Path]:
+    """The stdout and stderr files of a single (non-array) job, as hpcjobs's generated directives name them.
+
+    Slurm: ``<output_dir>/<name>-<job id>.out`` (``--output=<output_dir>/%x-%j.out``); PBS Pro and
+    Torque: ``<output_dir>/<name>.out`` (``-o``; copied there when the job ends, unless the site
+    writes directly), relative to the submit directory.
+    """
+    stem = f"{name}-{job_id.split('.')[0]}" if scheduler in ("slurm", "local") else name
+    base = Path(submit_dir) / output_dir
+    return base / f"{stem}.out", base / f"{stem}.err"
+
+
+def _single_logs(folder: Path, meta: Any, record: Any, attempts: Sequence[dict[str, Any]],
+                 asked: str) -> PointLogs:
+    """The log files of a single job: of the attempt whose job id is ``asked``, else of the last one."""
+    from hpcjobs.sweep.singles_read import job_ids_match
+
+    extra = meta.extra
+    job_id, state, exit_code = record.job_id, record.state, record.exit_code
+    for old in attempts:  # ``logs 1234`` after a resubmit: the files of job 1234, not of its successor
+        if old.get("job_id") and job_ids_match(str(old["job_id"]), asked) and not (
+                job_id and job_ids_match(job_id, asked)):
+            job_id, state, exit_code = str(old["job_id"]), str(old["state"]), old.get("exit_code")
+    out = err = folder / "no-job-yet"
+    if job_id and extra.get("default_logs", True):
+        out, err = single_job_log_paths(meta.scheduler, str(extra.get("name") or ""), str(extra.get("output_dir")),
+                                        job_id, str(extra.get("submit_dir")))
+    return PointLogs(record.point_id, record.index, state, exit_code, job_id, {}, out, err, None, None, True)
+
+
 def sweep_logs(sweep: str | Path, *, root: str | Path | None = None, point: str | None = None,
                index: int | None = None, only_states: Sequence[str] = (), failed: bool = False,
                poll: bool = True) -> list[PointLogs]:
@@ -151,11 +190,21 @@ def sweep_logs(sweep: str | Path, *, root: str | Path | None = None, point: str 
 
     folder = find_sweep(sweep, root)
     wanted = {s.upper() for s in only_states} | (set(states.FAILURE_STATES) if failed else set())
+    with Ledger.open(folder, allow_read_only=True) as ledger:
+        single = ledger.meta.extra.get("kind") == "job"
     if poll and wanted:
         sweep_status(folder)
+    elif poll and single:  # the header shows the job's current state: one call while it is live
+        try:
+            sweep_status(folder)
+        except HpcJobsError as exc:  # the files are worth showing all the same
+            logging.getLogger("hpcjobs.sweep").warning("could not ask the scheduler for the job's state: %s", exc)
     with Ledger.open(folder, allow_read_only=True) as ledger:
         meta = ledger.meta
         records = ledger.points()
+        if single and records:  # a single job of `hpcjobs submit`
+            one = _single_logs(folder, meta, records[0], ledger.attempts(records[0].point_id), str(sweep))
+            return [one] if not wanted or one.state in wanted else []
     output_dir = read_results_spec(folder)[1]
     if point is not None:
         records = [r for r in records if r.point_id == point] or [r for r in records if r.point_id.startswith(point)]
@@ -255,4 +304,4 @@ def point_log_preamble() -> tuple[str, ...]:
 
 
 __all__ = ["LOG_ERR", "LOG_OUT", "POINTS_DIR", "BoundedReadError", "PointLogs", "follow", "point_log_preamble",
-           "read_bounded", "scheduler_log_stem", "sweep_logs", "tail_text"]
+           "read_bounded", "scheduler_log_stem", "single_job_log_paths", "sweep_logs", "tail_text"]

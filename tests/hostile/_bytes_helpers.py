@@ -71,10 +71,15 @@ class CliRun:
 
 def run_cli(tmp_path: Path, bin_dir: Path, *args: str, submit_timeout: float = 60.0,
             env: dict[str, str] | None = None) -> CliRun:
-    """Run ``hpcjobs ARGS`` in a child Python with ``bin_dir`` first on ``PATH``, in ``tmp_path``."""
+    """Run ``hpcjobs ARGS`` in a child Python with ``bin_dir`` first on ``PATH``, in ``tmp_path``.
+
+    An ambiguous submit answer is looked up by its token once (``HPCJOBS_SUBMIT_LOOKUP_S=0``, unless
+    ``env`` says otherwise): a fake scheduler never queues a job late.
+    """
     result_file = tmp_path / "cli-result.json"
-    full_env = dict(os.environ, PATH=path_with(bin_dir), RESULT=str(result_file), PYTHONPATH=str(ROOT),
-                    COLUMNS="120", HPCJOBS_SWEEP_ROOT=str(tmp_path / "sweeps"), **(env or {}))
+    full_env = {**os.environ, "PATH": path_with(bin_dir), "RESULT": str(result_file), "PYTHONPATH": str(ROOT),
+                "COLUMNS": "120", "HPCJOBS_SWEEP_ROOT": str(tmp_path / "sweeps"), "HPCJOBS_SUBMIT_LOOKUP_S": "0",
+                **(env or {})}
     proc = subprocess.run([sys.executable, "-c", _DRIVER, str(submit_timeout), *args], cwd=tmp_path, env=full_env,
                           capture_output=True, timeout=300)
     assert result_file.exists(), proc.stderr.decode("utf-8", "replace")[-3000:]

@@ -1,0 +1,283 @@
+"""Reading single jobs' ledgers (``hpcjobs submit``): a job's record, finding it by job id, listing them.
+
+A single job's ledger is a one-point sweep ledger in ``<sweep root>/jobs/<request id>/`` (see
+:mod:`hpcjobs.sweep.singles`). ``jobs/index.tsv`` lists ``<job id> TAB <request id>`` for every job
+recorded there, so :func:`find_single` maps a job id (Slurm ``1234``; PBS ``1234.server``, with or
+without the server suffix) to its ledger by opening one ledger, not all of them; an id the index
+lacks (one a status poll corrected, say) is looked for in every ledger. When a scheduler reuses an id
+(its job counter was reset), the newest submission wins.
+
+Nothing here imports pandas, pydantic or the templates: ``status``/``logs``/``cancel`` of a job id
+stay light on a login node.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError
+from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.sweep.identity import find_sweep_root, name_of, sweep_folders
+from hpcjobs.sweep.ledger import Ledger, PointRecord
+from hpcjobs.sweep.logs import single_job_log_paths
+
+log = logging.getLogger("hpcjobs.sweep")
+
+#: Single jobs' ledgers live in ``<sweep root>/jobs/<request id>/``.
+SINGLES_DIR = "jobs"
+#: ``meta.extra["kind"]`` of a single job's ledger.
+KIND = "job"
+#: ``<job id>\t<request id>`` lines, one per job recorded.
+INDEX_FILE = "index.tsv"
+_LEDGER = "ledger.sqlite"
+#: What a job id looks like: Slurm ``1234`` (``1234_5`` for an array task), PBS ``1234.server``,
+#: ``12[].server``, ``12[3].server``.
+JOB_ID_RE = re.compile(r"\d+(?:_\d+|\[\d*\])?(?:\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)?")
+_REQUEST_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def singles_root(root: str | Path | None = None) -> Path:
+    """The folder of single jobs' ledgers: ``jobs/`` in the sweep root (found as for sweeps)."""
+    return find_sweep_root(root).path / SINGLES_DIR
+
+
+# ----------------------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class SingleJob:
+    """A single job as its ledger knows it.
+
+    Attributes:
+        request_id: The request.
+        folder: Its ledger folder.
+        name: The job name.
+        site: Site name.
+        scheduler: Scheduler family.
+        state: The job's state (``PLANNED`` before a first submission, ``SUBMITTED`` until a status poll).
+        exit_code: Its exit code, once finished.
+        job_id: The scheduler's id of the current attempt.
+        attempt: 1 for the first job, 2 after a resubmit, ...
+        earlier: ``(job id, state)`` of earlier attempts, oldest first.
+        token: The current attempt's submission token.
+        created_at: When the request was first recorded.
+        submitted_at: When the current attempt was planned.
+        script: The current attempt's script.
+        stdout: Its stdout file (``None``: the experiment's directives name it, or not submitted).
+        stderr: Its stderr file.
+        experiment_path: The experiment file.
+    """
+
+    request_id: str
+    folder: Path
+    name: str
+    site: str
+    scheduler: str
+    state: str
+    exit_code: int | None
+    job_id: str | None
+    attempt: int
+    earlier: tuple[tuple[str, str], ...]
+    token: str | None
+    created_at: float
+    submitted_at: float | None
+    script: Path | None
+    stdout: Path | None
+    stderr: Path | None
+    experiment_path: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"job_id": self.job_id, "request_id": self.request_id, "name": self.name, "site": self.site,
+                "scheduler": self.scheduler, "state": self.state, "exit_code": self.exit_code,
+                "attempt": self.attempt, "earlier": [{"job_id": j, "state": s} for j, s in self.earlier],
+                "created_at": self.created_at, "submitted_at": self.submitted_at,
+                "script": self.script and str(self.script), "stdout": self.stdout and str(self.stdout),
+                "stderr": self.stderr and str(self.stderr), "folder": str(self.folder),
+                "experiment": self.experiment_path}
+
+
+def single_job_of(ledger: Ledger, folder: Path) -> SingleJob:
+    meta = ledger.meta
+    extra = meta.extra
+    point: PointRecord = ledger.points()[0]
+    name = str(extra.get("name") or name_of(meta.sweep_id))
+    sub = None
+    if point.submission_token:
+        try:
+            sub = ledger.submission(point.submission_token)
+        except LedgerError:
+            sub = None
+    out = err = script = None
+    submit_dir, output_dir = str(extra.get("submit_dir") or ""), str(extra.get("output_dir") or "")
+    if point.job_id and extra.get("default_logs", True) and submit_dir:
+        out, err = single_job_log_paths(meta.scheduler, name, output_dir, point.job_id, submit_dir)
+    if point.submission_token and submit_dir:
+        script = Path(submit_dir) / output_dir / "scripts" / f"{name}.{point.submission_token}.sh"
+    earlier = tuple((str(a["job_id"]), str(a["state"])) for a in ledger.attempts(point.point_id) if a.get("job_id"))
+    return SingleJob(meta.sweep_id, folder, name, meta.site, meta.scheduler, point.state, point.exit_code,
+                     point.job_id, point.attempt, earlier, point.submission_token, meta.created_at,
+                     sub.created_at if sub else None, script, out, err, meta.experiment_path)
+
+
+def read_single(folder: str | Path) -> SingleJob | None:
+    """The single job recorded in ``folder``, or ``None`` when the folder holds a sweep.
+
+    Raises:
+        LedgerError: No readable ledger there.
+    """
+    d = Path(folder)
+    with Ledger.open(d, allow_read_only=True) as ledger:
+        if ledger.meta.extra.get("kind") != KIND:
+            return None
+        return single_job_of(ledger, d)
+
+
+# ----------------------------------------------------------------------------------------- job ids
+
+
+def job_ids_match(a: str, b: str) -> bool:
+    """Whether two spellings name the same job: the same sequence number (and array part); a PBS server
+    suffix counts only when both have one, by its first label (``1234.srv`` = ``1234.srv.example.org``)."""
+    head_a, _, server_a = a.strip().partition(".")
+    head_b, _, server_b = b.strip().partition(".")
+    if head_a != head_b or not head_a:
+        return False
+    return not server_a or not server_b or server_a.split(".")[0] == server_b.split(".")[0]
+
+
+def index_job(base: Path, job_id: str, rid: str) -> None:
+    """Append ``job_id -> rid`` to the index (one ``write`` of one line; a failure only costs a scan later)."""
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        fd = os.open(base / INDEX_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{job_id}\t{rid}\n".encode())
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        log.warning("could not add job %s to %s: %s", job_id, base / INDEX_FILE, exc)
+
+
+def _indexed(base: Path, job_id: str) -> list[str]:
+    """Request ids the index lists for ``job_id``, newest first."""
+    try:
+        text = (base / INDEX_FILE).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    hits = []
+    for line in text.splitlines():
+        jid, _, rid = line.partition("\t")
+        if rid and job_ids_match(jid, job_id) and _REQUEST_RE.fullmatch(rid):
+            hits.append(rid)
+    return list(dict.fromkeys(reversed(hits)))
+
+
+def _submitted_at(folder: Path, job_id: str) -> float | None:
+    """When the ledger in ``folder`` planned a submission that became ``job_id`` (``None``: it has none)."""
+    try:
+        with Ledger.open(folder, allow_read_only=True) as ledger:
+            times = [s.created_at for s in ledger.submissions() if s.job_id and job_ids_match(s.job_id, job_id)]
+    except LedgerError:
+        return None
+    return max(times) if times else None
+
+
+def _by_job_id(base: Path, job_id: str) -> Path | None:
+    for rid in _indexed(base, job_id):
+        if _submitted_at(base / rid, job_id) is not None:
+            return base / rid
+    found = {rid: t for rid in sweep_folders(base) if (t := _submitted_at(base / rid, job_id)) is not None}
+    return base / max(found, key=lambda r: found[r]) if found else None
+
+
+def find_single(text: str, root: str | Path | None = None) -> Path | None:
+    """The ledger folder of a single job given by job id, request id or job name; ``None`` when none matches.
+
+    A job id (``1234``, ``1234.server``) beats a request id, which beats a name. A name used by
+    several requests is ambiguous.
+
+    Args:
+        text: What the user typed.
+        root: The sweep root (its ``jobs/`` folder is searched).
+
+    Raises:
+        ConfigError: A name several single jobs share (the candidates are listed with their job ids).
+    """
+    base = find_sweep_root(root).path / SINGLES_DIR
+    if not base.is_dir() or not text:
+        return None
+    if JOB_ID_RE.fullmatch(text):
+        hit = _by_job_id(base, text)
+        if hit is not None:
+            return hit
+    if _REQUEST_RE.fullmatch(text) and (base / text / _LEDGER).is_file():
+        return base / text
+    named = [r for r in sweep_folders(base) if name_of(r) == text]
+    if len(named) == 1:
+        return base / named[0]
+    if named:
+        choices = []
+        for r in named:
+            job = _safe_read(base / r)
+            choices.append(f"{job.job_id} ({r})" if job and job.job_id else r)
+        raise ConfigError(ConfigProblem(f"{len(named)} jobs are named {text!r} in {base}: give a job id",
+                                        key="job", choices=tuple(choices)))
+    return None
+
+
+def _safe_read(folder: Path) -> SingleJob | None:
+    try:
+        return read_single(folder)
+    except LedgerError:
+        return None
+
+
+# ----------------------------------------------------------------------------------------- listing
+
+
+@dataclass(frozen=True)
+class SingleRow:
+    """One line of ``hpcjobs ls --jobs``: the job, and when its state was true."""
+
+    job: SingleJob
+    as_of: float
+    polled: bool
+    poll_error: str | None = None
+
+
+def count_singles(root: str | Path | None = None) -> int:
+    """How many single jobs are recorded under the sweep root (no ledger is opened)."""
+    return len(sweep_folders(singles_root(root)))
+
+
+def list_singles(root: str | Path | None = None, *, poll: bool = False,
+                 client_for: Callable[[str], SchedulerClient] | None = None) -> tuple[Path, list[SingleRow]]:
+    """Every single job under the sweep root, oldest first; with ``poll``, the live ones asked of the
+    scheduler first in one batched call per scheduler family (the sweep listing's code).
+
+    Returns:
+        The folder searched and its rows.
+    """
+    from hpcjobs.sweep.listing import list_sweeps
+
+    base = singles_root(root)
+    if not base.is_dir():
+        return base, []
+    listing = list_sweeps(base, poll=poll, client_for=client_for)
+    rows = []
+    for s in listing.sweeps:
+        job = _safe_read(s.folder)
+        if job is not None:
+            rows.append(SingleRow(job, s.as_of, s.polled, s.poll_error))
+    return base, rows
+
+
+__all__ = ["INDEX_FILE", "JOB_ID_RE", "KIND", "SINGLES_DIR", "SingleJob", "SingleRow", "count_singles", "find_single",
+           "index_job", "job_ids_match", "list_singles", "read_single", "single_job_of", "singles_root"]
