@@ -1,4 +1,4 @@
-"""Reports on accounting DataFrames: efficiency and waste, queue wait, failures, sweep outcomes.
+"""Report tables on accounting DataFrames: efficiency and waste, failures, and all sections at once.
 
 Every function takes a DataFrame that conforms to :mod:`hpcjobs.accounting.schema` (as the
 ingest functions return it, job and step rows mixed) and returns a new DataFrame with real
