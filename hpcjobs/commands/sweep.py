@@ -188,10 +188,13 @@ def status(sweep_name: str, root: str | None, watch: bool, interval: float, show
     `hpcjobs submit` (`1234`, `1234.server`), or its name.
     """
     from hpcjobs.sweep.api import sweep_status
-    from hpcjobs.sweep.singles_read import read_single
+    from hpcjobs.sweep.singles_read import read_single, settle_exit_code
 
     st = sweep_status(sweep_name, root=root)
     single = read_single(st.folder)  # None for a sweep
+    if single is not None and settle_exit_code(st.folder):  # finished, but its exit code was not known yet
+        st = sweep_status(st.folder, poll=False)
+        single = read_single(st.folder)
     if watch and not as_json:
         from rich.live import Live
 

@@ -195,8 +195,11 @@ def sweep_logs(sweep: str | Path, *, root: str | Path | None = None, point: str 
     if poll and wanted:
         sweep_status(folder)
     elif poll and single:  # the header shows the job's current state: one call while it is live
+        from hpcjobs.sweep.singles_read import settle_exit_code
+
         try:
             sweep_status(folder)
+            settle_exit_code(folder)
         except HpcJobsError as exc:  # the files are worth showing all the same
             logging.getLogger("hpcjobs.sweep").warning("could not ask the scheduler for the job's state: %s", exc)
     with Ledger.open(folder, allow_read_only=True) as ledger:

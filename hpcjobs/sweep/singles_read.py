@@ -142,6 +142,38 @@ def read_single(folder: str | Path) -> SingleJob | None:
 # ----------------------------------------------------------------------------------------- job ids
 
 
+def settle_exit_code(folder: str | Path, client: SchedulerClient | None = None) -> bool:
+    """Ask the scheduler once more for a finished job whose exit code is not recorded yet.
+
+    A job that ended seconds ago may be known only to ``squeue`` (accounting lags), which gives no
+    exit code, and a status poll asks only about unfinished jobs: this asks about the finished one
+    (one batched call; errors are logged, not raised).
+
+    Returns:
+        Whether the scheduler was asked.
+    """
+    from hpcjobs import states
+    from hpcjobs.errors import HpcJobsError
+    from hpcjobs.sweep.submitter import poll_status
+
+    d = Path(folder)
+    with Ledger.open(d, allow_read_only=True) as ledger:
+        meta = ledger.meta
+        (point,) = ledger.points()[:1] or (None,)
+        if (meta.extra.get("kind") != KIND or point is None or point.exit_code is not None or not point.job_id
+                or point.state not in states.TERMINAL_STATES or meta.scheduler == "local"):
+            return False
+        if client is None:
+            from hpcjobs.submit import client_for
+
+            client = client_for(meta.scheduler)
+        try:
+            poll_status(ledger, client, active_only=False)
+        except HpcJobsError as exc:
+            log.warning("could not ask the scheduler for job %s's exit code: %s", point.job_id, exc)
+        return True
+
+
 def job_ids_match(a: str, b: str) -> bool:
     """Whether two spellings name the same job: the same sequence number (and array part); a PBS server
     suffix counts only when both have one, by its first label (``1234.srv`` = ``1234.srv.example.org``)."""
@@ -280,4 +312,5 @@ def list_singles(root: str | Path | None = None, *, poll: bool = False,
 
 
 __all__ = ["INDEX_FILE", "JOB_ID_RE", "KIND", "SINGLES_DIR", "SingleJob", "SingleRow", "count_singles", "find_single",
-           "index_job", "job_ids_match", "list_singles", "read_single", "single_job_of", "singles_root"]
+           "index_job", "job_ids_match", "list_singles", "read_single", "settle_exit_code", "single_job_of",
+           "singles_root"]

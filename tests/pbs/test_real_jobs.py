@@ -16,6 +16,7 @@ and ``qstat -x`` say about it once each job is in state F. What the real server 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from dataclasses import dataclass, field
@@ -46,7 +47,7 @@ from pbs._real_helpers import (
     wait_final,
     wait_until,
 )
-from pbs.real import PBS_EXEC, PbsServer
+from pbs.real import PBS_EXEC, PbsServer, pbs
 
 pytestmark = pytest.mark.pbs
 
@@ -171,7 +172,33 @@ def test_runnable_example_completes_with_its_output(batch: Batch, example: str):
     assert _output(attrs, "Error_Path") == ""
     status = batch.final_poll[example]
     assert (status.state, status.exit_code) == (states.COMPLETED, 0)
-    assert status.comment and status.comment.startswith(f"hpcjobs:{attrs['Job_Name']}:0:")
+    # submitted by `hpcjobs submit`: the tag names the request (<name>-<hash>) recorded in the ledger of single jobs
+    assert status.comment and re.fullmatch(rf"hpcjobs:{attrs['Job_Name']}-[0-9a-f]{{8}}:0:[0-9a-f]{{16}}",
+                                           status.comment), status.comment
+
+
+def test_status_logs_and_a_repeated_submit_by_job_id(batch: Batch):
+    # `hpcjobs submit` printed 1234.server; status takes that id or its number alone (one qstat call)
+    job_id = batch.ids["hello"]
+    assert re.fullmatch(r"\d+\.\S+", job_id), job_id
+    for text in (job_id, job_id.split(".")[0]):
+        out = cli_json(["status", text, "--json"], cwd=batch.workdir)
+        assert out["job"]["job_id"].split(".")[0] == job_id.split(".")[0]
+        assert (out["job"]["state"], out["job"]["exit_code"], out["job"]["scheduler"]) == ("COMPLETED", 0, "pbspro")
+        assert out["total"] == 1 and out["counts"] == {"COMPLETED": 1}
+    logs = cli(["logs", job_id.split(".")[0]], cwd=batch.workdir)
+    assert logs.returncode == 0, logs.stderr
+    assert f"==> stdout of job {job_id} (COMPLETED, exit 0): {batch.workdir}" in logs.stdout, logs.stdout
+    assert f"Hello from hpcjobs on {socket.gethostname().split('.')[0]}" in logs.stdout
+    # the same request again: the job already submitted, nothing new in the server
+    again = cli_json(["submit", str(EXAMPLES / "hello.yaml"), "--site", str(SITE), "--json"], cwd=batch.workdir)
+    assert (again["job_id"], again["new"], again["state"]) == (job_id, False, "COMPLETED")
+    text = pbs(["qstat", "-x", "-f", "-F", "json"]).stdout
+    tagged = [j for j, tag in get_backend("pbspro").parse_tag_query(text)  # type: ignore[attr-defined]
+              if tag.startswith(f"hpcjobs:{again['request_id']}:")]  # earlier runs of this test share the id
+    assert job_id in tagged and not [j for j in tagged if int(j.split(".")[0]) > int(job_id.split(".")[0])], tagged
+    listed = cli_json(["ls", "--jobs", "--json"], cwd=batch.workdir)
+    assert {r["name"]: r["state"] for r in listed}["hello"] == "COMPLETED"
 
 
 def test_script_runs_under_bash_when_the_login_shell_is_sh(batch: Batch):

@@ -263,7 +263,7 @@ def test_a_timeout_not_queued_is_reported_and_the_next_run_submits(project: Path
     fake = _fake(monkeypatch)
     fake.script = ["timeout"]
     fake.delay = 10_000  # never shows up within the lookup
-    with pytest.raises(SubmitError, match="was not submitted.*run the same command again") as err:
+    with pytest.raises(SubmitError, match=r"was not submitted.*run the same command again") as err:
         _submit(fake, lookup_s=5)
     assert isinstance(err.value.__cause__, CommandTimeout)
     fake.jobs.clear()
@@ -400,7 +400,7 @@ def test_an_exact_sweep_name_beats_a_job_id_which_beats_a_prefix(tmp_path: Path)
     assert find_sweep("7", tmp_path) == tmp_path / SINGLES_DIR / "other-1a2b3c4d"  # job 7, not the prefix of 77-...
     assert find_sweep("hello", tmp_path) == single
     assert find_sweep("770", tmp_path) == tmp_path / "770-0a0b0c0d"
-    with pytest.raises(ConfigError, match="no sweep '999'.*no job of `hpcjobs submit`"):
+    with pytest.raises(ConfigError, match=r"no sweep .999.*no job of `hpcjobs submit`"):
         find_sweep("999", tmp_path)
 
 
@@ -408,3 +408,17 @@ def replace_id(meta: SweepMeta, sweep_id: str) -> SweepMeta:
     from dataclasses import replace
 
     return replace(meta, sweep_id=sweep_id, extra={"name": sweep_id.split("-")[0]})
+
+
+def test_a_finished_job_without_an_exit_code_is_asked_again(project: Path, monkeypatch: pytest.MonkeyPatch):
+    fake = _fake(monkeypatch)
+    _submit(fake)
+    fake.jobs["100"].state, fake.jobs["100"].exit = "COMPLETED", ""  # as squeue reports a job sacct lacks yet
+    code, out = cli("status", "100", "--json")
+    assert (json.loads(out)["job"]["state"], json.loads(out)["job"]["exit_code"]) == ("COMPLETED", None)
+    fake.jobs["100"].exit = "0:0"  # accounting caught up
+    before = fake.count("sacct")
+    code, out = cli("status", "100", "--json")
+    assert json.loads(out)["job"]["exit_code"] == 0 and fake.count("sacct") == before + 1
+    code, out = cli("status", "100", "--json")
+    assert fake.count("sacct") == before + 1  # known now: no more calls
