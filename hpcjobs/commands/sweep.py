@@ -309,10 +309,9 @@ def ls(root: str | None, poll: bool, jobs: bool, as_json: bool) -> None:
     from hpcjobs.sweep.singles_read import count_singles
 
     singles = count_singles(listing.root.path)
-    if singles:
-        click.echo(f"and {singles} single job(s) of `hpcjobs submit`: hpcjobs ls --jobs", err=True)
+    hint = f"{singles} single job(s) of `hpcjobs submit` too: hpcjobs ls --jobs" if singles else ""
     if not sweeps:
-        click.echo(f"no sweeps in {listing.root.describe()}", err=True)
+        click.echo(f"no sweeps in {listing.root.describe()}" + (f"; {hint}" if hint else ""), err=True)
         return
     from datetime import datetime
 
@@ -328,6 +327,8 @@ def ls(root: str | None, poll: bool, jobs: bool, as_json: bool) -> None:
         as_of = "now" if s.polled else f"{age} ago" + (" (not polled)" if poll and s.scheduler != "local" else "")
         table.add_row(s.sweep_id, s.site, created, str(sum(s.counts.values())), summary, as_of)
     console(stderr=False).print(table)
+    if hint:
+        click.echo(hint, err=True)
 
 
 def _ls_jobs(root: str | None, poll: bool, as_json: bool) -> None:
@@ -355,7 +356,8 @@ def _ls_jobs(root: str | None, poll: bool, as_json: bool) -> None:
         when = datetime.fromtimestamp(j.submitted_at or j.created_at).strftime("%Y-%m-%d %H:%M")
         as_of = "now" if r.polled else f"{_age(now - r.as_of)} ago" + (" (not polled)" if poll else "")
         table.add_row(j.job_id or "-", j.name, j.site, when, f"[{STATE_STYLE.get(j.state, 'white')}]{j.state}[/]",
-                      "" if j.exit_code is None else str(j.exit_code), as_of, escape(str(j.stdout or "")))
+                      "" if j.exit_code is None or j.state not in TERMINAL_STATES else str(j.exit_code), as_of,
+                      escape(str(j.stdout or "")))
     out = console(stderr=False)
     if not out.is_terminal:
         out.width = 100_000

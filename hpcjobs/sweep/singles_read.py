@@ -5,7 +5,9 @@ A single job's ledger is a one-point sweep ledger in ``<sweep root>/jobs/<reques
 recorded there, so :func:`find_single` maps a job id (Slurm ``1234``; PBS ``1234.server``, with or
 without the server suffix) to its ledger by opening one ledger, not all of them; an id the index
 lacks (one a status poll corrected, say) is looked for in every ledger. When a scheduler reuses an id
-(its job counter was reset), the newest submission wins.
+(its job counter was reset), the newest submission wins. The user's own index
+(``<user cache>/single-jobs.tsv``: job id and ledger folder) finds a job submitted from another project
+folder, so ``hpcjobs status 1234`` works from anywhere.
 
 Nothing here imports pandas, pydantic or the templates: ``status``/``logs``/``cancel`` of a job id
 stay light on a login node.
@@ -35,6 +37,8 @@ SINGLES_DIR = "jobs"
 KIND = "job"
 #: ``<job id>\t<request id>`` lines, one per job recorded.
 INDEX_FILE = "index.tsv"
+#: ``<job id>\t<ledger folder>`` lines of every project, in the user's cache folder.
+USER_INDEX_FILE = "single-jobs.tsv"
 _LEDGER = "ledger.sqlite"
 #: What a job id looks like: Slurm ``1234`` (``1234_5`` for an array task), PBS ``1234.server``,
 #: ``12[].server``, ``12[3].server``.
@@ -185,16 +189,44 @@ def job_ids_match(a: str, b: str) -> bool:
 
 
 def index_job(base: Path, job_id: str, rid: str) -> None:
-    """Append ``job_id -> rid`` to the index (one ``write`` of one line; a failure only costs a scan later)."""
+    """Append ``job_id -> rid`` to the index of ``base``, and ``job_id -> folder`` to the user's index
+    (one ``write`` of one line each; a failure only costs a scan later)."""
+    _append_line(base / INDEX_FILE, f"{job_id}\t{rid}\n")
+    _append_line(_user_index(), f"{job_id}\t{(base / rid).resolve()}\n")
+
+
+def _append_line(path: Path, line: str) -> None:
     try:
-        base.mkdir(parents=True, exist_ok=True)
-        fd = os.open(base / INDEX_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, f"{job_id}\t{rid}\n".encode())
+            os.write(fd, line.encode())
         finally:
             os.close(fd)
     except OSError as exc:
-        log.warning("could not add job %s to %s: %s", job_id, base / INDEX_FILE, exc)
+        log.warning("could not add a job to %s: %s", path, exc)
+
+
+def _user_index() -> Path:
+    """The user's index of single jobs of every project: ``<user cache>/single-jobs.tsv``."""
+    from hpcjobs.config.sites import user_cache_dir
+
+    return user_cache_dir() / USER_INDEX_FILE
+
+
+def _by_user_index(job_id: str) -> Path | None:
+    """A job submitted from another project: the newest folder the user's index lists for ``job_id``."""
+    try:
+        text = _user_index().read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    folders = [folder for line in text.splitlines() for jid, _, folder in [line.partition("\t")]
+               if folder and job_ids_match(jid, job_id)]
+    for folder in dict.fromkeys(reversed(folders)):
+        d = Path(folder)
+        if d.is_absolute() and (d / _LEDGER).is_file() and _submitted_at(d, job_id) is not None:
+            return d
+    return None
 
 
 def _indexed(base: Path, job_id: str) -> list[str]:
@@ -233,7 +265,8 @@ def find_single(text: str, root: str | Path | None = None) -> Path | None:
     """The ledger folder of a single job given by job id, request id or job name; ``None`` when none matches.
 
     A job id (``1234``, ``1234.server``) beats a request id, which beats a name. A name used by
-    several requests is ambiguous.
+    several requests is ambiguous. A job id recorded under another sweep root (submitted from
+    another project) is found through the user's index (``<user cache>/single-jobs.tsv``).
 
     Args:
         text: What the user typed.
@@ -243,10 +276,11 @@ def find_single(text: str, root: str | Path | None = None) -> Path | None:
         ConfigError: A name several single jobs share (the candidates are listed with their job ids).
     """
     base = find_sweep_root(root).path / SINGLES_DIR
+    job_id = bool(text) and JOB_ID_RE.fullmatch(text) is not None
     if not base.is_dir() or not text:
-        return None
-    if JOB_ID_RE.fullmatch(text):
-        hit = _by_job_id(base, text)
+        return _by_user_index(text) if job_id else None
+    if job_id:
+        hit = _by_job_id(base, text) or _by_user_index(text)
         if hit is not None:
             return hit
     if _REQUEST_RE.fullmatch(text) and (base / text / _LEDGER).is_file():

@@ -310,7 +310,7 @@ def test_status_logs_cancel_and_ls_by_job_id(project: Path, monkeypatch: pytest.
     code, out = cli("logs", "100")
     assert code == 0 and "==> stdout of job 100 (RUNNING): " in out and "hello from job 100" in out
     code, out = cli("ls")
-    assert "1 single job(s)" in out
+    assert "no sweeps in" in out and "1 single job(s) of `hpcjobs submit` too: hpcjobs ls --jobs" in out
     before = fake.count("sacct")
     code, out = cli("ls", "--jobs", "--json")
     rows = json.loads(out)
@@ -422,3 +422,18 @@ def test_a_finished_job_without_an_exit_code_is_asked_again(project: Path, monke
     assert json.loads(out)["job"]["exit_code"] == 0 and fake.count("sacct") == before + 1
     code, out = cli("status", "100", "--json")
     assert fake.count("sacct") == before + 1  # known now: no more calls
+
+
+def test_a_job_id_is_found_from_another_folder(project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory):
+    fake = _fake(monkeypatch)
+    sub = _submit(fake)
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    monkeypatch.chdir(elsewhere)  # no hpcjobs-sweeps/ here or above: the user's index knows the job
+    assert find_sweep("100") == sub.folder.resolve()
+    code, out = cli("status", "100", "--json")
+    assert code == 0 and json.loads(out)["job"]["job_id"] == "100"
+    assert find_single("single", elsewhere) is None  # names are looked up in the project only
+    import shutil
+
+    shutil.rmtree(sub.folder)  # a ledger that is gone is not found
+    assert cli("status", "100")[0] == 2
