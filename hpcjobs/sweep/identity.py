@@ -278,8 +278,12 @@ def find_sweep(name: str | Path, root: str | Path | None = None) -> Path:
         if matches:
             raise ConfigError(ConfigProblem(f"ambiguous sweep {text!r} in {base}: give one of the ids",
                                             key="sweep", choices=tuple(matches)))
+    from hpcjobs.sweep.singles_read import sweep_job_hint
+
+    hint = sweep_job_hint(text, base)
     raise ConfigError(ConfigProblem(f"no sweep {text!r} in {where.describe()}, and no job of `hpcjobs submit` "
-                                    "with that id or name", key="sweep", choices=tuple(candidates)))
+                                    "with that id or name" + (f"; {hint}" if hint else ""), key="sweep",
+                                    choices=tuple(candidates)))
 
 
 __all__ = ["DEFAULT_SWEEP_ROOT", "IDENTITY_SCHEME", "SweepRoot", "experiment_digest", "find_sweep",

@@ -298,6 +298,30 @@ def find_single(text: str, root: str | Path | None = None) -> Path | None:
     return None
 
 
+def sweep_job_hint(text: str, root: str | Path | None = None) -> str | None:
+    """When ``text`` is the id of one of a sweep's jobs (an array, ``1234``, ``12[].server``, or one of
+    its tasks, ``1234_5``, ``12[5].server``): which sweep it belongs to, in words; else ``None``.
+
+    A sweep's job id is not resolved to the sweep (``cancel 1234_5`` must not cancel a whole sweep):
+    the message names the sweep to use instead. Reads every sweep ledger: for error messages only.
+    """
+    if not JOB_ID_RE.fullmatch(text or ""):
+        return None
+    head, dot, server = text.partition(".")
+    array = re.sub(r"\[\d+\]$", "[]", re.sub(r"_\d+$", "", head)) + dot + server
+    base = find_sweep_root(root).path
+    for sweep in sweep_folders(base):
+        try:
+            with Ledger.open(base / sweep, allow_read_only=True) as ledger:
+                hit = next((s for s in ledger.submissions() if s.job_id and job_ids_match(s.job_id, array)), None)
+        except LedgerError:
+            continue
+        if hit is not None:
+            return (f"job {text} is of sweep {sweep} (chunk {hit.chunk}): hpcjobs status {sweep}, "
+                    f"hpcjobs logs {sweep} --index N")
+    return None
+
+
 def _safe_read(folder: Path) -> SingleJob | None:
     try:
         return read_single(folder)
@@ -347,4 +371,4 @@ def list_singles(root: str | Path | None = None, *, poll: bool = False,
 
 __all__ = ["INDEX_FILE", "JOB_ID_RE", "KIND", "SINGLES_DIR", "SingleJob", "SingleRow", "count_singles", "find_single",
            "index_job", "job_ids_match", "list_singles", "read_single", "settle_exit_code", "single_job_of",
-           "singles_root"]
+           "singles_root", "sweep_job_hint"]

@@ -437,3 +437,18 @@ def test_a_job_id_is_found_from_another_folder(project: Path, monkeypatch: pytes
 
     shutil.rmtree(sub.folder)  # a ledger that is gone is not found
     assert cli("status", "100")[0] == 2
+
+
+@pytest.mark.parametrize(("recorded", "typed"), [("1300", "1300"), ("1300", "1300_4"), ("12[].pbs", "12[]"),
+                                                 ("12[].pbs", "12[3].pbs.example.org")])
+def test_a_sweeps_job_id_names_the_sweep_instead_of_resolving_to_it(tmp_path: Path, recorded: str, typed: str):
+    from hpcjobs.sweep.expand import expand
+
+    meta = SweepMeta("grid-0a0b0c0d", "/x/e.yaml", "0" * 64, "hpctest", "slurm", {"name": "grid"})
+    points = expand(None, ["x=1,2"])
+    with Ledger.create(tmp_path / meta.sweep_id, meta, points) as ledger:
+        token = ledger.plan_chunk([p.point_id for p in points], 0)
+        ledger.mark_submitted(token, recorded)
+    # `cancel 1300_4` must not cancel the whole sweep: the message names the sweep instead
+    with pytest.raises(ConfigError, match=rf"job {re.escape(typed)} is of sweep grid-0a0b0c0d \(chunk 0\)"):
+        find_sweep(typed, tmp_path)
