@@ -1,11 +1,12 @@
 """Single jobs (``hpcjobs submit``) recorded like one-point sweeps: submitted exactly once, found by job id.
 
 **The request.** A single submission is identified by what it *means*, as a sweep is: the validated
-experiment with its ``--set`` overrides (comments, key order and formatting do not count) and the
-site. Its id is ``<name>-<8 hex>`` (:func:`request_id`; the hash differs from the id a sweep of the
-same file would get). Running the same ``hpcjobs submit`` again is the same request: it submits
-nothing and answers with the job already recorded (and its state). A changed value or ``--set`` is
-another request and is submitted. ``--new`` submits another job of the same request
+experiment with its ``--set`` overrides (comments, key order and formatting do not count), the site,
+and the folder it is submitted from (its working directory). Its id is ``<name>-<8 hex>``
+(:func:`request_id`; the hash differs from the id a sweep of the same file would get). Running the
+same ``hpcjobs submit`` again is the same request: it submits nothing and answers with the job
+already recorded (and its state). A changed value, another ``--set`` or another folder is another
+request and is submitted. ``--new`` submits another job of the same request
 (``<id>-2``, ``-3``, ...); ``hpcjobs resubmit JOB_ID`` runs a finished one again as a new attempt.
 
 **The ledger.** Each request has the ledger of a sweep of one point in
@@ -70,12 +71,13 @@ log = logging.getLogger("hpcjobs.sweep")
 # ----------------------------------------------------------------------------------------- the request
 
 
-def request_id(experiment: Experiment, site: str) -> str:
-    """``<name>-<8 hex>`` of what a single submission means: the validated experiment and the site.
+def request_id(experiment: Experiment, site: str, submit_dir: str | Path) -> str:
+    """``<name>-<8 hex>`` of what a single submission means: the validated experiment, the site, and
+    the folder it runs in (relative paths of its command and ``output_dir`` are relative to it).
 
     The hash includes a marker, so a single job never gets the id of a sweep of the same file.
     """
-    payload = json.dumps(["job", experiment_digest(experiment), site], separators=(",", ":"))
+    payload = json.dumps(["job", experiment_digest(experiment), site, str(submit_dir)], separators=(",", ":"))
     return f"{experiment.name}-{hashlib.sha256(payload.encode('utf-8')).hexdigest()[:8]}"
 
 
@@ -144,14 +146,14 @@ def prepare_single(path: str | Path, *, site: str | None = None, overrides: Sequ
             "runner), or pass --site with a Slurm or PBS site (`hpcjobs site list`, `hpcjobs site init`)",
             key="site"))
     base = singles_root(root)
-    rid = request_id(experiment, site_config.name)
+    where = Path(submit_dir or Path.cwd()).resolve()
+    rid = request_id(experiment, site_config.name, where)
     taken = set(sweep_folders(base)) if new else set()
     if rid in taken:  # --new: the first free <id>-2, -3, ...
         n = 2
         while f"{rid}-{n}" in taken:
             n += 1
         rid = f"{rid}-{n}"
-    where = Path(submit_dir or Path.cwd()).resolve()
     how = {"kind": KIND, "name": job.name, "identity": IDENTITY_SCHEME, "overrides": list(overrides),
            "site_arg": site, "submit_dir": str(where), "output_dir": job.output_dir,
            "default_logs": default_log_files(rendered)}

@@ -206,6 +206,10 @@ def test_new_and_other_overrides_submit_another_job(project: Path, monkeypatch: 
     assert d.request_id not in (a.request_id, b.request_id, c.request_id) and d.new
     again = _submit(fake, "resources.walltime=6m")
     assert again.job_id == "103" and not again.new and fake.sbatch_calls() == 4
+    (project / "sub").mkdir()
+    elsewhere = _submit(fake, submit_dir=project / "sub")  # another working directory: another request
+    assert elsewhere.job_id == "104" and elsewhere.new and elsewhere.request_id != a.request_id
+    assert elsewhere.stdout == project / "sub" / "hpcjobs-logs" / "single-104.out"
 
 
 def test_a_refusal_is_exit_1_and_the_next_run_submits(project: Path, monkeypatch: pytest.MonkeyPatch):
