@@ -81,10 +81,15 @@ class SchedulerClient:
             CommandError: The submit command failed (its argv, exit code and stderr are in the error).
             CommandTimeout: It did not answer in time; the job may or may not have been queued.
         """
-        argv = self.backend.submit_argv(Path(script), options or SubmitOptions())
+        options = options or SubmitOptions()
+        in_dir = getattr(self.backend, "submit_argv_in", None)  # a job that does not start in the command's cwd
+        argv = (in_dir(Path(script), options, Path(cwd) if cwd is not None else Path.cwd()) if in_dir is not None
+                else self.backend.submit_argv(Path(script), options))
         result = self.run(argv, timeout=SUBMIT_TIMEOUT_S, cwd=cwd)
+        parse_for = getattr(self.backend, "parse_submit_for", None)  # a job id chosen in the argv (Swarm's name)
         with reading_output_of(result.argv, result.stdout, result.returncode):
-            job_id = self.backend.parse_submit(result.stdout)
+            job_id = (parse_for(argv, result.stdout) if parse_for is not None
+                      else self.backend.parse_submit(result.stdout))
         log.info("submitted %s as %s", script, job_id)
         return job_id
 
@@ -140,9 +145,15 @@ class SchedulerClient:
                    for r in records)
 
     def cancel(self, job_ids: Sequence[str]) -> None:
-        """Cancel ``job_ids`` in one call (unknown or finished jobs are not an error on Slurm)."""
-        if job_ids:
-            self.run(self.backend.cancel_argv(job_ids))
+        """Cancel ``job_ids`` in one call (unknown or finished jobs are not an error on Slurm).
+
+        A backend with ``cancel_argvs`` cancels with one command per job (Swarm: one update per service).
+        """
+        if not job_ids:
+            return
+        per_job = getattr(self.backend, "cancel_argvs", None)
+        for argv in per_job(job_ids) if per_job is not None else [self.backend.cancel_argv(job_ids)]:
+            self.run(argv)
 
     def limits(self, user: str | None = None) -> ClusterLimits:
         """Limits the scheduler reports (array size, job count, the user's submit limit where known).
