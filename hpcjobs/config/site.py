@@ -6,10 +6,11 @@ from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
+from hpcjobs.config.site_containers import SwarmSettings
 from hpcjobs.config.types import EnvName, EnvValue, ExportName, Memory, Name, OneLine, StrictModel, Walltime
 
-SchedulerName = Literal["slurm", "pbspro", "torque", "local"]
-SCHEDULERS: tuple[str, ...] = ("slurm", "pbspro", "torque", "local")
+SchedulerName = Literal["slurm", "pbspro", "torque", "swarm", "local"]
+SCHEDULERS: tuple[str, ...] = ("slurm", "pbspro", "torque", "swarm", "local")
 
 
 class SiteDetection(StrictModel):
@@ -185,6 +186,8 @@ class SiteConfig(StrictModel):
     limits: SchedulerLimits = Field(default_factory=SchedulerLimits)
     distributed: SiteDistributed = Field(default_factory=SiteDistributed)
     preemption: SitePreemption = Field(default_factory=SitePreemption)
+    swarm: SwarmSettings | None = Field(
+        None, description="Docker Swarm sites: the image, mounts and placement of jobs.")
 
     @model_validator(mode="after")
     def _consistent(self) -> SiteConfig:
@@ -195,6 +198,10 @@ class SiteConfig(StrictModel):
             raise ValueError("a 'local' site has no partitions")
         if self.qos_limits and self.scheduler != "slurm":
             raise ValueError(f"qos_limits are Slurm QOS limits; this site's scheduler is {self.scheduler}")
+        if self.scheduler == "swarm" and self.swarm is None:
+            raise ValueError("a 'swarm' site needs `swarm:` settings (at least `image:`)")
+        if self.swarm is not None and self.scheduler != "swarm":
+            raise ValueError(f"`swarm:` settings are for swarm sites; this one runs {self.scheduler}")
         if self.accounts and self.default_account and self.default_account not in self.accounts:
             raise ValueError(f"default_account {self.default_account!r} is not in accounts")
         return self

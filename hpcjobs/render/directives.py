@@ -17,6 +17,8 @@ from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.resolve import ResolvedJob
 from hpcjobs.schedulers.pbs import pbs_array_argument, torque_array_argument
 from hpcjobs.schedulers.slurm import array_argument
+from hpcjobs.schedulers.swarm import DIRECTIVE_PREFIX as SWARM_PREFIX
+from hpcjobs.schedulers.swarm import swarm_directives
 from hpcjobs.units import format_memory_pbs, format_memory_slurm, format_walltime_pbs, format_walltime_slurm
 
 Directive = tuple[str, str]
@@ -135,11 +137,13 @@ DIRECTIVE_BUILDERS: dict[str, Callable[[ResolvedJob], list[Directive]]] = {
     "slurm": slurm_directives,
     "pbspro": pbspro_directives,
     "torque": torque_directives,
+    "swarm": swarm_directives,
     "local": local_directives,
 }
 
 #: Scheduler family → directive prefix.
-DIRECTIVE_PREFIX: dict[str, str] = {"slurm": "#SBATCH", "pbspro": "#PBS", "torque": "#PBS", "local": "#"}
+DIRECTIVE_PREFIX: dict[str, str] = {"slurm": "#SBATCH", "pbspro": "#PBS", "torque": "#PBS", "swarm": SWARM_PREFIX,
+                                    "local": "#"}
 
 
 _CACHE: dict[tuple[object, ...], tuple[object, list[str]]] = {}

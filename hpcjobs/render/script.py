@@ -26,6 +26,7 @@ ARRAY_INDEX_VAR: dict[str, str] = {
     "slurm": "SLURM_ARRAY_TASK_ID",
     "pbspro": "PBS_ARRAY_INDEX",
     "torque": "PBS_ARRAYID",
+    "swarm": "HPCJOBS_TASK_INDEX",
     "local": "HPCJOBS_ARRAY_INDEX",
 }
 
@@ -34,6 +35,7 @@ JOB_ID_VAR: dict[str, str] = {
     "slurm": "SLURM_JOB_ID",
     "pbspro": "PBS_JOBID",
     "torque": "PBS_JOBID",
+    "swarm": "HPCJOBS_JOB_ID",
     "local": "HPCJOBS_JOB_ID",
 }
 

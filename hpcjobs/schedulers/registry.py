@@ -10,12 +10,14 @@ from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.schedulers.base import SchedulerBackend
 from hpcjobs.schedulers.pbs import PbsProBackend, TorqueBackend
 from hpcjobs.schedulers.slurm import SlurmBackend
+from hpcjobs.schedulers.swarm import SwarmBackend
 
 #: Scheduler family → backend.
 BACKENDS: dict[str, SchedulerBackend] = {
     "slurm": SlurmBackend(),
     "pbspro": PbsProBackend(),
     "torque": TorqueBackend(),
+    "swarm": SwarmBackend(),
 }
 
 

@@ -102,9 +102,11 @@ import_image() {
     # An empty root with Debian's merged-/usr links and the mount points the site file binds.
     local root
     root=$(mktemp -d)
-    mkdir -p "$root"/{usr,etc,tmp,var/tmp,proc,sys,dev,run,root,home,work}
+    # /sbin stays a directory: `--init` mounts docker-init at /sbin/docker-init, which must not land in
+    # the read-only /usr the site file binds
+    mkdir -p "$root"/{usr,etc,tmp,var/tmp,proc,sys,dev,run,root,home,sbin}
     chmod 1777 "$root/tmp" "$root/var/tmp"
-    ln -s usr/bin "$root/bin"; ln -s usr/lib "$root/lib"; ln -s usr/lib64 "$root/lib64"; ln -s usr/sbin "$root/sbin"
+    ln -s usr/bin "$root/bin"; ln -s usr/lib "$root/lib"; ln -s usr/lib64 "$root/lib64"
     tar -C "$root" -c . | "$DOCKER" import -c 'ENV PATH=/usr/local/bin:/usr/bin:/bin' -m 'hpcjobs testbed: host /usr and /etc are bind-mounted' - "$IMAGE" >/dev/null
     rm -rf "$root"
     log "imported $IMAGE"
@@ -156,7 +158,12 @@ stop() {
     if daemon_up; then
         local ids=()
         mapfile -t ids < <("$DOCKER" service ls -q --filter label=hpcjobs.tag 2>/dev/null || true)
-        if ((${#ids[@]})); then "$DOCKER" service rm "${ids[@]}" >/dev/null 2>&1 || true; fi
+        if ((${#ids[@]})); then
+            # scale first: `docker service rm` of a job leaves its running tasks running (github.com/moby/moby/issues/42789)
+            "$DOCKER" service scale --detach "${ids[@]/%/=0}" >/dev/null 2>&1 || true
+            sleep 2
+            "$DOCKER" service rm "${ids[@]}" >/dev/null 2>&1 || true
+        fi
     fi
     if ours; then
         if swarm_active; then "$DOCKER" swarm leave --force >/dev/null 2>&1 || true; fi

@@ -1,0 +1,135 @@
+"""Site settings of the container schedulers: Docker Swarm (``swarm:``).
+
+A Swarm site runs every job as a ``replicated-job`` service (``docker service create --mode
+replicated-job``): one service per sweep chunk, one task per point. What a job needs from the
+cluster besides the script (the image, the mounts, where it may run, how GPUs are asked for) lives
+here; the limits of the machines live in the site's ``partitions`` as for Slurm and PBS.
+
+Every value here ends up as one argument of ``docker service create`` (never through a shell), and
+mounts are written in the comma-separated ``--mount`` syntax, so paths may not contain a comma or a
+quote (docker's CSV reader would split or unquote them).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, PositiveInt, model_validator
+
+from hpcjobs.config.types import StrictModel
+
+#: An image reference as docker parses it: ``[registry[:port]/]path[:tag][@digest]``, no spaces.
+_IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
+#: A Swarm placement constraint: ``node.labels.gpu==true``, ``node.role!=manager``, ``engine.labels.x==y``.
+_CONSTRAINT_RE = re.compile(r"\s*(node|engine)\.[A-Za-z0-9_.-]+\s*(==|!=)\s*[^\s=!][^\x00-\x1f]*")
+#: A generic resource kind (dockerd ``node-generic-resources``: ``NVIDIA-GPU=UUID1``).
+_KIND_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
+_NETWORK_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _image(value: str) -> str:
+    if not _IMAGE_RE.fullmatch(value):
+        raise ValueError(f"{value!r} is not an image reference (e.g. 'registry.example.org/team/train:1.4')")
+    return value
+
+
+def _constraint(value: str) -> str:
+    if not _CONSTRAINT_RE.fullmatch(value):
+        raise ValueError(f"{value!r} is not a placement constraint (e.g. 'node.labels.gpu==true', "
+                         "'node.role!=manager'; see `docker service create --constraint`)")
+    return value.strip()
+
+
+def _kind(value: str) -> str:
+    if not _KIND_RE.fullmatch(value):
+        raise ValueError(f"{value!r} is not a generic resource kind (e.g. 'NVIDIA-GPU')")
+    return value
+
+
+def _network(value: str) -> str:
+    if not _NETWORK_RE.fullmatch(value):
+        raise ValueError(f"{value!r} is not a network name")
+    return value
+
+
+def mount_path(value: str) -> str:
+    """``value`` if it is an absolute path docker's ``--mount`` syntax can carry.
+
+    Raises:
+        ValueError: It is relative, or holds a comma, a quote or a control character.
+    """
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} is not an absolute path")
+    bad = [c for c in value if c in ',"\'' or ord(c) < 0x20 or ord(c) == 0x7F]
+    if bad:
+        raise ValueError(f"{value!r} contains {bad[0]!r}, which docker's --mount syntax cannot carry")
+    return value
+
+
+ImageRef = Annotated[str, AfterValidator(_image)]
+Constraint = Annotated[str, AfterValidator(_constraint)]
+ResourceKind = Annotated[str, AfterValidator(_kind)]
+NetworkName = Annotated[str, AfterValidator(_network)]
+MountPath = Annotated[str, AfterValidator(mount_path)]
+
+
+class ContainerMount(StrictModel):
+    """A host folder (or a named volume) the job's container sees."""
+
+    source: str = Field(description="Host path (type bind) or volume name (type volume).")
+    target: MountPath = Field(description="Where the container sees it.")
+    type: Literal["bind", "volume"] = "bind"
+    readonly: bool = False
+
+    @model_validator(mode="after")
+    def _source(self) -> ContainerMount:
+        if self.type == "bind":
+            mount_path(self.source)
+        elif not _NETWORK_RE.fullmatch(self.source):
+            raise ValueError(f"{self.source!r} is not a volume name")
+        return self
+
+    def argument(self) -> str:
+        """The ``--mount`` value: ``type=bind,source=/data,target=/data,readonly``."""
+        text = f"type={self.type},source={self.source},target={self.target}"
+        return text + (",readonly" if self.readonly else "")
+
+
+class SwarmSettings(StrictModel):
+    """How jobs run on a Docker Swarm: the ``docker service create`` options every job gets."""
+
+    image: ImageRef = Field(description="The image every job runs in (the script is run with its /bin/bash).")
+    resolve_image: bool = Field(
+        True, description="Let the manager pin the image's digest from its registry at submission "
+        "(false: --no-resolve-image, for images that exist only on the nodes).",
+    )
+    networks: list[NetworkName] = Field(default_factory=list, description="Networks the tasks join (--network).")
+    constraints: list[Constraint] = Field(
+        default_factory=list, description="Placement constraints of every job (--constraint), e.g. "
+        "'node.labels.pool==batch'.",
+    )
+    gpu_resource: ResourceKind = Field(
+        "NVIDIA-GPU", description="The generic resource GPUs are asked for as (--generic-resource KIND=N); the "
+        "nodes advertise it with dockerd's node-generic-resources.",
+    )
+    mounts: list[ContainerMount] = Field(
+        default_factory=list, description="Host folders or volumes every job sees (software, data).",
+    )
+    mount_run_folders: bool = Field(
+        True, description="Bind-mount the submit directory and the sweep folder at the same paths, so the "
+        "job starts where it was submitted and writes its point folders as on Slurm.",
+    )
+    run_as: Literal["submitter", "image"] = Field(
+        "submitter", description="Run the job as the submitting user's uid:gid (files it writes are theirs), "
+        "or as the image's user.",
+    )
+    max_parallel: PositiveInt | None = Field(
+        None, description="At most this many tasks of one job run at once (--max-concurrent), whatever "
+        "the sweep asks.",
+    )
+    init: bool = Field(True, description="Run an init process in each task (--init) so signals reach the script.")
+    limit_resources: bool = Field(
+        True, description="Limit each task to the CPUs and memory it asked for (--limit-cpu/--limit-memory) "
+        "besides reserving them.",
+    )
