@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # hpcjobs one-node Docker Swarm testbed (Debian 12: docker.io 20.10, no registry needed).
 #
-# Usage (as root):  bash tests/swarm/testbed.sh {start|stop|status|dockerd}
+# Usage (as root):  bash tests/swarm/testbed.sh {start|stop|status|dockerd|image}
 #
 #   dockerd  install docker.io when missing and start dockerd in the background with its own data root,
 #            PID file and log (the daemon the Kubernetes testbed's kubelet uses too). Idempotent.
+#   image    dockerd, then the job image (the Kubernetes testbed's jobs run it too). Idempotent.
 #   start    dockerd, then `docker swarm init --advertise-addr 127.0.0.1`, import the job image and
 #            run a smoke replicated-job service (3 tasks) until every task is Complete. Idempotent:
 #            about a second when already up.
@@ -193,5 +194,6 @@ case ${1:-} in
     stop) stop ;;
     status) status ;;
     dockerd) start_dockerd ;;
-    *) echo "usage: $0 {start|stop|status|dockerd}" >&2; exit 2 ;;
+    image) start_dockerd; import_image ;;
+    *) echo "usage: $0 {start|stop|status|dockerd|image}" >&2; exit 2 ;;
 esac
