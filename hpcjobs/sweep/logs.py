@@ -160,10 +160,14 @@ def _single_logs(folder: Path, meta: Any, record: Any, attempts: Sequence[dict[s
         if old.get("job_id") and job_ids_match(str(old["job_id"]), asked) and not (
                 job_id and job_ids_match(job_id, asked)):
             job_id, state, exit_code = str(old["job_id"]), str(old["state"]), old.get("exit_code")
-    out = err = folder / "no-job-yet"
-    if job_id and extra.get("default_logs", True):
-        out, err = single_job_log_paths(meta.scheduler, str(extra.get("name") or ""), str(extra.get("output_dir")),
-                                        job_id, str(extra.get("submit_dir")))
+    if not job_id:
+        raise ConfigError(ConfigProblem(f"job {meta.sweep_id} has no job id ({state}): it was never submitted, "
+                                        "so it has no output", key="job"))
+    if not extra.get("default_logs", True):
+        raise ConfigError(ConfigProblem(f"job {job_id}: the experiment's own directives (--output/-o) choose its "
+                                        "output files; look there", key="job"))
+    out, err = single_job_log_paths(meta.scheduler, str(extra.get("name") or ""), str(extra.get("output_dir")),
+                                    job_id, str(extra.get("submit_dir")))
     return PointLogs(record.point_id, record.index, state, exit_code, job_id, {}, out, err, None, None, True)
 
 

@@ -217,6 +217,8 @@ def test_a_refusal_is_exit_1_and_the_next_run_submits(project: Path, monkeypatch
     code, out = cli("submit", "exp.yaml", "--site", SITE)
     assert code == 1 and "Invalid account" in out and "`sbatch --parsable" in out
     assert not list((project / "hpcjobs-logs" / "scripts").glob("*.sh"))
+    code, out = cli("logs", "single")
+    assert code == 2 and "never submitted" in out
     code, out = cli("submit", "exp.yaml", "--site", SITE)
     assert code == 0 and "submitted job 100" in out
     assert fake.sbatch_calls() == 2 and len(fake.jobs) == 1
@@ -456,3 +458,12 @@ def test_a_sweeps_job_id_names_the_sweep_instead_of_resolving_to_it(tmp_path: Pa
     # `cancel 1300_4` must not cancel the whole sweep: the message names the sweep instead
     with pytest.raises(ConfigError, match=rf"job {re.escape(typed)} is of sweep grid-0a0b0c0d \(chunk 0\)"):
         find_sweep(typed, tmp_path)
+
+
+def test_logs_of_a_job_whose_directives_name_its_files(project: Path, monkeypatch: pytest.MonkeyPatch):
+    fake = _fake(monkeypatch)
+    (project / "own.yaml").write_text("name: own\ncommand: echo hi\ndirectives: ['--output=elsewhere.txt']\n")
+    sub = submit_single("own.yaml", site=SITE, client=SchedulerClient(get_backend("slurm")), sleep=fake.sleep)
+    assert sub.stdout is None
+    code, out = cli("logs", sub.job_id)
+    assert code == 2 and "own directives" in out
