@@ -208,9 +208,9 @@ def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refres
            root: str | None, as_json: bool) -> None:
     """Check, render and submit EXPERIMENT as one job (its parameter sweep is `hpcjobs sweep`).
 
-    The same request (the experiment's content, --set overrides and site) is submitted once: running
-    the command again prints the job already submitted (and finds one whose answer was lost) instead
-    of submitting another. --new submits another job.
+    The same request (the experiment's content, --set overrides, site and this folder) is submitted
+    once: running the command again prints the job already submitted (and finds one whose answer was
+    lost) instead of submitting another. --new submits another job.
     """
     from hpcjobs.submit import submit_experiment
 

@@ -421,12 +421,12 @@ def test_a_finished_job_without_an_exit_code_is_asked_again(project: Path, monke
     _submit(fake)
     fake.jobs["100"].state, fake.jobs["100"].exit = "COMPLETED", ""  # as squeue reports a job sacct lacks yet
     code, out = cli("status", "100", "--json")
-    assert (json.loads(out)["job"]["state"], json.loads(out)["job"]["exit_code"]) == ("COMPLETED", None)
+    assert code == 0 and (json.loads(out)["job"]["state"], json.loads(out)["job"]["exit_code"]) == ("COMPLETED", None)
     fake.jobs["100"].exit = "0:0"  # accounting caught up
     before = fake.count("sacct")
     code, out = cli("status", "100", "--json")
-    assert json.loads(out)["job"]["exit_code"] == 0 and fake.count("sacct") == before + 1
-    code, out = cli("status", "100", "--json")
+    assert code == 0 and json.loads(out)["job"]["exit_code"] == 0 and fake.count("sacct") == before + 1
+    cli("status", "100", "--json")
     assert fake.count("sacct") == before + 1  # known now: no more calls
 
 
