@@ -298,14 +298,14 @@ def _secret_problems(exp: Experiment, site: SiteConfig, directives: list[str], d
                 f"site {site.name!r} runs {site.scheduler}: passing a secret from the environment would need "
                 "`qsub -v`, which stores its value in the job's attributes (shown by `qstat -f`); "
                 "use `file:` instead (a file only you can read, e.g. chmod 600 ~/.secret)", site_file))
-        elif site.scheduler == "swarm":
-            # docker service create passes no environment of the submitter; --env would store the value
-            # in the service's spec, which `docker service inspect` shows.
+        elif site.scheduler in ("swarm", "kubernetes"):
+            # neither passes the submitter's environment; a value in the service or Job spec is shown by
+            # `docker service inspect` / `kubectl get job -o yaml`.
             problems.append(_problem(
                 doc, f"secrets.{name}.env",
-                f"site {site.name!r} runs Docker Swarm, which does not pass the submitter's environment to the "
-                "job (and `--env` would store the value in the service, shown by `docker service inspect`); use "
-                "`file:` instead, on a folder the job's mounts include", site_file))
+                f"site {site.name!r} runs {site.scheduler}, which does not pass the submitter's environment to the "
+                "job (and a value in the job's spec is shown to anyone who can inspect it); use `file:` instead, "
+                "on a folder the job's mounts include", site_file))
         elif site.scheduler == "slurm" and not slurm_exports_environment(directives):
             problems.append(_problem(
                 doc, f"secrets.{name}.env",

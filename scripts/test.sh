@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The full test suite from a fresh machine: install hpcjobs with its test extras, bring up what the
-# tests need (shellcheck, the one-node Slurm, OpenPBS and Docker Swarm testbeds) when this machine allows it, run pytest.
+# tests need (shellcheck, the one-node Slurm, OpenPBS, Docker Swarm and Kubernetes testbeds) when this machine
+# allows it, run pytest.
 #
 #   bash scripts/test.sh            # everything
 #   bash scripts/test.sh -m "not slurm" -x   # extra arguments go to pytest
@@ -38,8 +39,12 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     start=$(date +%s)
     bash tests/swarm/testbed.sh start
     log "Swarm testbed up in $(( $(date +%s) - start )) s"
+    log "starting the one-node Kubernetes testbed (restores cached server binaries, or builds Debian's source package)"
+    start=$(date +%s)
+    bash tests/kubernetes/testbed.sh start
+    log "Kubernetes testbed up in $(( $(date +%s) - start )) s"
 else
-    log "not root with apt-get: not starting the Slurm, OpenPBS and Swarm testbeds (tests marked 'slurm', 'pbs' and 'swarm' will skip)"
+    log "not root with apt-get: not starting the testbeds (tests marked 'slurm', 'pbs', 'swarm' and 'kubernetes' will skip)"
 fi
 
 # PyTorch for the distributed-launch tests (DDP on gloo through the torchrun template). Pinned: this exact

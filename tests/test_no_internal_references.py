@@ -48,6 +48,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tests/pbs/testbed.sh", SHARED): "behaviour: the testbed restores a prebuilt "
     "/opt/pbs tarball from a shared/vendor/openpbs/ folder beside the checkout when a CI runner keeps one there",
     ("tests/pbs/README.md", SHARED): "documents that build-cache location of testbed.sh",
+    ("tests/kubernetes/testbed.sh", SHARED): "behaviour: the testbed restores the Kubernetes server binaries "
+    "from a shared/vendor/kubernetes/ tarball beside the checkout when a CI runner keeps one there",
+    ("tests/kubernetes/README.md", SHARED): "documents that build-cache location of testbed.sh",
     ("tests/data/pbs/openpbs-real/qstat-x-f-json.qdel-never-run.json", ROOT_HOME): "a real OpenPBS "
     "capture kept byte for byte: the job's PBS_O_PATH as qstat printed it",
 }

@@ -6,11 +6,11 @@ from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
-from hpcjobs.config.site_containers import SwarmSettings
+from hpcjobs.config.site_containers import KubernetesSettings, SwarmSettings
 from hpcjobs.config.types import EnvName, EnvValue, ExportName, Memory, Name, OneLine, StrictModel, Walltime
 
-SchedulerName = Literal["slurm", "pbspro", "torque", "swarm", "local"]
-SCHEDULERS: tuple[str, ...] = ("slurm", "pbspro", "torque", "swarm", "local")
+SchedulerName = Literal["slurm", "pbspro", "torque", "swarm", "kubernetes", "local"]
+SCHEDULERS: tuple[str, ...] = ("slurm", "pbspro", "torque", "swarm", "kubernetes", "local")
 
 
 class SiteDetection(StrictModel):
@@ -188,6 +188,8 @@ class SiteConfig(StrictModel):
     preemption: SitePreemption = Field(default_factory=SitePreemption)
     swarm: SwarmSettings | None = Field(
         None, description="Docker Swarm sites: the image, mounts and placement of jobs.")
+    kubernetes: KubernetesSettings | None = Field(
+        None, description="Kubernetes sites: the namespace, image, volumes and placement of jobs.")
 
     @model_validator(mode="after")
     def _consistent(self) -> SiteConfig:
@@ -202,6 +204,10 @@ class SiteConfig(StrictModel):
             raise ValueError("a 'swarm' site needs `swarm:` settings (at least `image:`)")
         if self.swarm is not None and self.scheduler != "swarm":
             raise ValueError(f"`swarm:` settings are for swarm sites; this one runs {self.scheduler}")
+        if self.scheduler == "kubernetes" and self.kubernetes is None:
+            raise ValueError("a 'kubernetes' site needs `kubernetes:` settings (at least `image:`)")
+        if self.kubernetes is not None and self.scheduler != "kubernetes":
+            raise ValueError(f"`kubernetes:` settings are for kubernetes sites; this one runs {self.scheduler}")
         if self.accounts and self.default_account and self.default_account not in self.accounts:
             raise ValueError(f"default_account {self.default_account!r} is not in accounts")
         return self

@@ -1,4 +1,4 @@
-"""Site settings of the container schedulers: Docker Swarm (``swarm:``).
+"""Site settings of the container schedulers: Docker Swarm (``swarm:``) and Kubernetes (``kubernetes:``).
 
 A Swarm site runs every job as a ``replicated-job`` service (``docker service create --mode
 replicated-job``): one service per sweep chunk, one task per point. What a job needs from the
@@ -132,4 +132,89 @@ class SwarmSettings(StrictModel):
     limit_resources: bool = Field(
         True, description="Limit each task to the CPUs and memory it asked for (--limit-cpu/--limit-memory) "
         "besides reserving them.",
+    )
+
+
+#: A Kubernetes name (DNS-1123 label): namespaces, priority classes, service accounts.
+_DNS_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+#: A label key (``[prefix/]name``) or value as Kubernetes accepts them.
+_LABEL_KEY_RE = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_LABEL_VALUE_RE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+
+def _dns_label(value: str) -> str:
+    if not _DNS_LABEL_RE.fullmatch(value):
+        raise ValueError(f"{value!r} is not a Kubernetes name (lower-case letters, digits and '-', at most 63)")
+    return value
+
+
+def _label_key(value: str) -> str:
+    if not _LABEL_KEY_RE.fullmatch(value):
+        raise ValueError(f"{value!r} is not a Kubernetes label key (e.g. 'nvidia.com/gpu.product')")
+    return value
+
+
+def _label_value(value: str) -> str:
+    if not _LABEL_VALUE_RE.fullmatch(value):
+        raise ValueError(f"{value!r} is not a Kubernetes label value")
+    return value
+
+
+DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
+
+
+class Toleration(StrictModel):
+    """A pod toleration (``spec.tolerations``), e.g. of the taint on GPU nodes."""
+
+    key: LabelKey | None = None
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: LabelValue | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+
+class PodVolume(StrictModel):
+    """A folder every job's pod sees: a node's folder (``hostPath``) or a claim (``persistentVolumeClaim``)."""
+
+    host_path: MountPath | None = Field(None, description="A folder of the node (hostPath).")
+    claim: DnsLabel | None = Field(None, description="A PersistentVolumeClaim of the namespace.")
+    target: MountPath = Field(description="Where the container sees it.")
+    readonly: bool = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PodVolume:
+        if (self.host_path is None) == (self.claim is None):
+            raise ValueError("a volume has exactly one of host_path and claim")
+        return self
+
+
+class KubernetesSettings(StrictModel):
+    """How jobs run on a Kubernetes cluster: the ``batch/v1`` Job every chunk becomes."""
+
+    namespace: DnsLabel = Field("default", description="The namespace of the Jobs.")
+    image: ImageRef = Field(description="The image every job runs in (the script is run with its /bin/bash).")
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    node_selector: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict, description="Node labels every job's pods require (spec.nodeSelector).")
+    tolerations: list[Toleration] = Field(default_factory=list, description="Taints the pods tolerate.")
+    gpu_resource: LabelKey = Field(
+        "nvidia.com/gpu", description="The extended resource GPUs are asked for as (requests and limits).")
+    priority_class: DnsLabel | None = Field(None, description="spec.priorityClassName of the pods.")
+    service_account: DnsLabel | None = Field(None, description="spec.serviceAccountName of the pods.")
+    volumes: list[PodVolume] = Field(default_factory=list, description="Folders every job sees (software, data).")
+    mount_run_folders: bool = Field(
+        True, description="Mount the submit directory and the sweep folder at the same paths (hostPath: the "
+        "nodes must see them, e.g. on a shared filesystem), so the job starts where it was submitted.",
+    )
+    run_as: Literal["submitter", "image"] = Field(
+        "submitter", description="Run the pods as the submitting user's uid:gid (securityContext), or as the "
+        "image's user.",
+    )
+    max_parallel: PositiveInt | None = Field(
+        None, description="At most this many pods of one chunk run at once, whatever the sweep asks.")
+    indexed_jobs: bool = Field(
+        False, description="The server runs Indexed Jobs with a per-index retry limit (completionMode: "
+        "Indexed and backoffLimitPerIndex, Kubernetes 1.29 and later): one Job per chunk. Otherwise one "
+        "Job per point, labelled with its index, all created in one call.",
     )

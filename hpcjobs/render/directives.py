@@ -15,6 +15,8 @@ from collections.abc import Callable
 from hpcjobs.config.policy import forbidden_in
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.resolve import ResolvedJob
+from hpcjobs.schedulers.kubernetes import DIRECTIVE_PREFIX as K8S_PREFIX
+from hpcjobs.schedulers.kubernetes import kubernetes_directives
 from hpcjobs.schedulers.pbs import pbs_array_argument, torque_array_argument
 from hpcjobs.schedulers.slurm import array_argument
 from hpcjobs.schedulers.swarm import DIRECTIVE_PREFIX as SWARM_PREFIX
@@ -138,12 +140,13 @@ DIRECTIVE_BUILDERS: dict[str, Callable[[ResolvedJob], list[Directive]]] = {
     "pbspro": pbspro_directives,
     "torque": torque_directives,
     "swarm": swarm_directives,
+    "kubernetes": kubernetes_directives,
     "local": local_directives,
 }
 
 #: Scheduler family → directive prefix.
 DIRECTIVE_PREFIX: dict[str, str] = {"slurm": "#SBATCH", "pbspro": "#PBS", "torque": "#PBS", "swarm": SWARM_PREFIX,
-                                    "local": "#"}
+                                    "kubernetes": K8S_PREFIX, "local": "#"}
 
 
 _CACHE: dict[tuple[object, ...], tuple[object, list[str]]] = {}

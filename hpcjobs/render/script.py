@@ -27,6 +27,7 @@ ARRAY_INDEX_VAR: dict[str, str] = {
     "pbspro": "PBS_ARRAY_INDEX",
     "torque": "PBS_ARRAYID",
     "swarm": "HPCJOBS_TASK_INDEX",
+    "kubernetes": "HPCJOBS_TASK_INDEX",
     "local": "HPCJOBS_ARRAY_INDEX",
 }
 
@@ -36,6 +37,7 @@ JOB_ID_VAR: dict[str, str] = {
     "pbspro": "PBS_JOBID",
     "torque": "PBS_JOBID",
     "swarm": "HPCJOBS_JOB_ID",
+    "kubernetes": "HPCJOBS_JOB_ID",
     "local": "HPCJOBS_JOB_ID",
 }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.schedulers.base import SchedulerBackend
+from hpcjobs.schedulers.kubernetes import KubernetesBackend
 from hpcjobs.schedulers.pbs import PbsProBackend, TorqueBackend
 from hpcjobs.schedulers.slurm import SlurmBackend
 from hpcjobs.schedulers.swarm import SwarmBackend
@@ -18,6 +19,7 @@ BACKENDS: dict[str, SchedulerBackend] = {
     "pbspro": PbsProBackend(),
     "torque": TorqueBackend(),
     "swarm": SwarmBackend(),
+    "kubernetes": KubernetesBackend(),
 }
 
 

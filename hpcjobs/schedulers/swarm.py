@@ -180,7 +180,10 @@ class SwarmBackend:
         Raises:
             ConfigError: The script's ``#SWARM`` lines are not usable, or the options carry no hpcjobs tag.
         """
-        words, image = read_directives(script)
+        if script.exists():
+            words, image = read_directives(script)
+        else:  # a dry run shows the command before the script is written
+            words, image = [f"<the {DIRECTIVE_PREFIX} lines of the script>"], "<image>"
         tag = parse_job_tag(options.comment)
         if tag is None:
             raise ConfigError(ConfigProblem("a Swarm job is named after its hpcjobs tag, and none was given",
