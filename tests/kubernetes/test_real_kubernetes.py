@@ -1,5 +1,6 @@
 """Sweeps on the real one-node Kubernetes 1.20 testbed: a 6-point sweep with a failing point (one Job per
-point, one ``kubectl get jobs,pods`` per status poll, the CLI's status), and cancel.
+point, one ``kubectl get jobs,pods`` per status poll, the CLI's status), cancel, and a ``kubectl create``
+whose answer was lost.
 
 Each check reads the cluster's own records (``kubectl get jobs,pods -o json``) besides the ledger and a
 log every pod appends to (``runs.log``: one line per point that ran).
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -18,10 +20,12 @@ import pytest
 from k8s_real import ROOT, SITE, delete_chunks, objects_of, wait_for
 
 from hpcjobs import states as st
+from hpcjobs.schedulers import client as client_mod
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.sweep.api import cancel_sweep, run_sweep, sweep_status
 from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.lookup import LOOKUP_ENV
 
 pytestmark = pytest.mark.kubernetes
 
@@ -120,5 +124,35 @@ def test_cancel_keeps_finished_points_and_cancels_the_rest(kubernetes: None, wor
             timeout=90)
         runs = _runs(folder)
         assert 2 <= len(runs) <= 3 and set(runs.values()) == {1}, runs
+    finally:
+        delete_chunks([chunk])
+
+
+def test_a_lost_answer_is_found_by_its_annotation(kubernetes: None, workdir: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kubectl create`` creates the Jobs but does not answer in time: the submitter finds them by the tag
+    annotation (``kubectl get jobs -l hpcjobs/name=...``) instead of creating them again."""
+    real = shutil.which("kubectl")
+    assert real
+    bin_dir = workdir / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "kubectl"
+    wrapper.write_text(f'#!/bin/bash\nfor a in "$@"; do\n  [ "$a" = create ] && {{ "{real}" "$@" >/dev/null; '
+                       f'sleep 30; }}\ndone\nexec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(client_mod, "SUBMIT_TIMEOUT_S", 5.0)
+    monkeypatch.setenv(LOOKUP_ENV, "30")
+    root = workdir / "sweeps"
+    exp = _experiment(workdir, "lost", 2, "true")
+    prepared, report = run_sweep(exp, site=SITE, root=root, client=SchedulerClient(get_backend("kubernetes")))
+    chunk = report.job_ids[0].split("/")[1]
+    try:
+        jobs = [o for o in objects_of(chunk) if o["kind"] == "Job"]
+        assert sorted(j["metadata"]["name"] for j in jobs) == [f"{chunk}-0", f"{chunk}-1"]
+        with Ledger.open(root / prepared.sweep_id) as ledger:
+            assert [(s.state, s.job_id) for s in ledger.submissions()] == [("submitted", report.job_ids[0])]
+        wait_for("the sweep to finish", lambda: sweep_status(prepared.sweep_id, root=root).done, timeout=120)
+        assert set(_runs(root / prepared.sweep_id).values()) == {1}
     finally:
         delete_chunks([chunk])
