@@ -5,36 +5,118 @@
 >>> df.groupby(["lr", "state"], observed=True).size().unstack(fill_value=0)  # doctest: +SKIP
 
 Imports pandas (``hpcjobs`` itself stays light: this module loads on first use).
+
+The ledger is read by column: SQLite writes the points as newline-delimited JSON in one piece
+(:meth:`hpcjobs.sweep.ledger.Ledger.point_json`) and Arrow's JSON reader turns it into typed
+columns; the points' parameters, stored as canonical JSON, are read the same way into one typed
+column each (by Python's ``json`` when a sweep's values are outside what that reader keeps exactly:
+a parameter that is a number here and text there, integers past 64 bits, text that looks like a
+date). A million-point sweep is then never a million Python records or dicts.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pandas as pd
 
-from hpcjobs.accounting.reports.sweeps import sweep_frame
+from hpcjobs.accounting.reports.sweeps import SWEEP_FATE_COLUMNS, sweep_frame
 from hpcjobs.accounting.schema import empty_frame
 from hpcjobs.sweep.api import find_sweep
 from hpcjobs.sweep.ledger import Ledger
+
+#: The ledger's columns load_sweep reads, with their Arrow types.
+_COLUMNS = (("point_id", "string"), ("index", "int64"), ("job_id", "string"), ("array_job_id", "string"),
+            ("array_index", "int64"), ("chunk", "int64"), ("state", "string"), ("attempt", "int64"),
+            ("exit_code", "int64"))
+#: Those needed when there are no accounting rows to match.
+_COLUMNS_UNMATCHED = tuple(c for c in _COLUMNS if c[0] in ("point_id", "index", "state", "attempt", "exit_code"))
+#: Digits Arrow could read as a lossy double instead of an integer past 64 bits.
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
 def sweep_points_frame(ledger: Ledger) -> pd.DataFrame:
     """One row per point of the ledger: ids, parameters (dict), submission and the ledger's last state."""
     meta = ledger.meta
-    rows = [{
-        "point_id": p.point_id, "index": p.index, "params": p.params, "job_id": p.job_id,
-        "array_job_id": p.array_job_id, "array_index": p.array_index, "chunk": p.chunk,
-        "sweep_id": meta.sweep_id, "ledger_state": p.state, "attempt": p.attempt, "ledger_exit_code": p.exit_code,
-    } for p in ledger.points()]
-    df = pd.DataFrame(rows)
-    if df.empty:
-        return df
+    cols = ledger.point_columns(("point_id", "index", "params_json", "job_id", "array_job_id", "array_index",
+                                 "chunk", "state", "attempt", "exit_code"))
+    if not cols["point_id"]:
+        return pd.DataFrame()
+    df = pd.DataFrame({
+        "point_id": cols["point_id"], "index": cols["index"], "params": [json.loads(t) for t in cols["params_json"]],
+        "job_id": cols["job_id"], "array_job_id": cols["array_job_id"], "array_index": cols["array_index"],
+        "chunk": cols["chunk"], "sweep_id": meta.sweep_id, "ledger_state": cols["state"], "attempt": cols["attempt"],
+        "ledger_exit_code": cols["exit_code"],
+    })
     for col in ("array_index", "chunk", "attempt", "index", "ledger_exit_code"):
         df[col] = df[col].astype("Int64")
     df["ledger_state"] = df["ledger_state"].astype("category")
     return df
+
+
+def params_frame(params_json: Sequence[str] | bytes) -> pd.DataFrame:
+    """One typed column per parameter from the points' canonical JSON (a list, or newline-delimited), as
+    ``pandas.DataFrame.from_records`` of the parsed dicts gives it (``infer_objects().convert_dtypes()``),
+    read by Arrow."""
+    data = params_json if isinstance(params_json, bytes) else "\n".join(params_json).encode("utf-8")
+    n = data.count(b"\n") + 1 if data else 0  # canonical JSON has no raw line break
+    if len(data) == 3 * n - 1 and data.count(b"{}") == n:  # no parameters at all
+        return pd.DataFrame.from_records([{}] * n, index=pd.RangeIndex(n)).infer_objects().convert_dtypes()
+    table = None
+    if not _LONG_DIGITS.search(data):
+        import pyarrow as pa
+        import pyarrow.json as pa_json
+
+        try:
+            table = pa_json.read_json(pa.py_buffer(data), parse_options=pa_json.ParseOptions(newlines_in_values=False))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            table = None
+        if table is not None and (table.num_rows != n or not all(
+                pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+                or pa.types.is_string(t) or pa.types.is_large_string(t) for t in table.schema.types)):
+            table = None  # a date-like text read as a timestamp, a column of nulls only: Python decides
+    if table is None:
+        frame = pd.DataFrame.from_records([json.loads(t) for t in data.split(b"\n")], index=pd.RangeIndex(n))
+    else:
+        frame = table.to_pandas()
+    return frame.infer_objects().convert_dtypes()
+
+
+def _points(ledger: Ledger, columns: Sequence[tuple[str, str]]) -> pd.DataFrame:
+    """The ledger's ``columns`` (name, Arrow type) of every point, in index order, read by Arrow."""
+    import pyarrow as pa
+    import pyarrow.json as pa_json
+
+    data = ledger.point_json([name for name, _ in columns])
+    types = {"string": pa.string(), "int64": pa.int64()}
+    schema = pa.schema([(f"c{i}", types[kind]) for i, (_, kind) in enumerate(columns)])
+    if not data:
+        table = schema.empty_table()
+    else:
+        table = pa_json.read_json(pa.py_buffer(data), parse_options=pa_json.ParseOptions(
+            explicit_schema=schema, newlines_in_values=False))
+    mapper = {pa.string(): pd.StringDtype(), pa.int64(): pd.Int64Dtype()}.get
+    frame = table.to_pandas(types_mapper=mapper)
+    frame.columns = [name for name, _ in columns]
+    return frame
+
+
+def _fate(points: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
+    """:func:`hpcjobs.accounting.reports.sweeps.sweep_frame` of points without parameters.
+
+    With no accounting rows nothing can match: every fate column is missing (same columns and dtypes).
+    """
+    if len(jobs):
+        return sweep_frame(points, jobs)
+    template = sweep_frame(points.iloc[:0], jobs)
+    frame = template.reindex(pd.RangeIndex(len(points)))
+    frame["point_id"] = pd.array(points["point_id"].to_numpy(), dtype="string")
+    frame["index"] = pd.array(points["index"], dtype="Int64")
+    return frame
 
 
 def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.DataFrame | None = None,
@@ -63,8 +145,8 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
     folder = find_sweep(sweep, root)
     with Ledger.open(folder) as ledger:
         meta = ledger.meta
-        points = sweep_points_frame(ledger)
-        job_ids = sorted({s.job_id for s in ledger.submissions() if s.job_id and s.state == "submitted"})
+        job_ids = sorted({s.job_id for s in ledger.submissions(with_points=False)
+                          if s.job_id and s.state == "submitted"})
     if jobs is None:
         if meta.scheduler == "slurm" and job_ids:
             from hpcjobs.accounting.sources.slurm import query_sacct
@@ -73,20 +155,34 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
             jobs = query_sacct(start, job_ids=job_ids, cache=cache)
         else:
             jobs = empty_frame()
+    with Ledger.open(folder) as ledger:  # no accounting rows: the ids to match them by are not read
+        points = _points(ledger, _COLUMNS if len(jobs) else _COLUMNS_UNMATCHED)
+        params_text = ledger.params_json_lines()
+    if points.empty:
+        return sweep_frame(pd.DataFrame(), jobs)
     # matched by the ledger's job ids (and the tag, where the scheduler keeps it): PBS accounting
     # logs carry no comment, so the frame is not filtered on its sweep_id column
-    frame = sweep_frame(points, jobs)
-    if points.empty:
-        return frame
-    frame = frame.merge(points[["point_id", "ledger_state", "attempt", "ledger_exit_code"]], on="point_id", how="left")
+    ledger_cols = points[["state", "attempt", "exit_code"]]
+    points = points.drop(columns=["state", "attempt", "exit_code"])
+    points["sweep_id"] = pd.Categorical([meta.sweep_id]).repeat(len(points))
+    fate = _fate(points, jobs)
+    params = params_frame(params_text)
+    params = params.rename(columns={c: f"param_{c}" for c in params.columns
+                                    if c in SWEEP_FATE_COLUMNS or c in ("point_id", "index")})
+    frame = pd.concat([fate[["point_id", "index"]], params, fate[list(SWEEP_FATE_COLUMNS)]], axis=1)
+    frame["ledger_state"] = ledger_cols["state"].astype(object).astype("category")  # categories as before
+    frame["attempt"] = ledger_cols["attempt"]
     # points without an accounting row (local sweeps, jobs not yet in sacct): the ledger's record
     missing = frame["state"].isna() & frame["ledger_state"].astype("string").isin(list(frame["state"].cat.categories))
     if missing.any():
         frame.loc[missing, "state"] = frame.loc[missing, "ledger_state"].astype("string")
-        frame.loc[missing, "exit_code"] = frame.loc[missing, "ledger_exit_code"]
-    frame = frame.drop(columns=["ledger_exit_code"])
+        frame.loc[missing, "exit_code"] = ledger_cols["exit_code"][missing]
     if not results:
         return frame
     from hpcjobs.sweep.results import join_results, results_frame
 
-    return join_results(frame, results_frame(folder, list(frame["point_id"].astype(str)), cache=cache))
+    found = results_frame(folder, points["point_id"].array, cache=cache)
+    if found["point_id"].equals(frame["point_id"]):  # in the same order: side by side, no join
+        rename = {c: f"result_{c}" for c in found.columns if c != "point_id" and c in frame.columns}
+        return pd.concat([frame, found.drop(columns="point_id").rename(columns=rename)], axis=1)
+    return join_results(frame, found)

@@ -15,11 +15,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hpcjobs import process
 from hpcjobs.errors import CommandError, HpcJobsError, printable, reading_output_of
 from hpcjobs.schedulers.base import ClusterLimits, JobStatus, SchedulerBackend, SubmitOptions
 from hpcjobs.states import TERMINAL_STATES
+
+if TYPE_CHECKING:
+    from hpcjobs.schedulers.status_table import StatusTable
 
 log = logging.getLogger("hpcjobs.schedulers")
 
@@ -104,17 +108,70 @@ class SchedulerClient:
         """
         if not job_ids:
             return []
-        argv = self.backend.status_argv(job_ids)
-        with process.output_limits(STATUS_MAX_STDOUT):
-            result = self.run(argv, check=False)
-        fallback = getattr(self.backend, "fallback_status_argv", None)
+        result = self._status_call(job_ids)
         if result.returncode == 0:
             with reading_output_of(result.argv, result.stdout, result.returncode):
                 records = self.backend.parse_status(result.stdout)
-            missing = [j for j in job_ids if not self.covers(records, j)]
-            if missing and fallback is not None and getattr(self.backend, "fallback_for_missing", False):
+            missing = self._missing(job_ids, lambda j: self.covers(records, j), records)
+            if missing:
                 records += self._fallback_status(missing, check=False)
             return records
+        return self._status_after_error(job_ids, result)
+
+    def status_table(self, job_ids: Sequence[str], *,
+                     reuse: Callable[[str], StatusTable | None] | None = None) -> StatusTable:
+        """What :meth:`status` says, held by column (one call, the same fallbacks).
+
+        A backend with ``parse_status_table`` reads its answer without one object per array task
+        (a million-task sweep); others are read by ``parse_status`` and grouped.
+
+        Args:
+            job_ids: The jobs to ask about.
+            reuse: Given the SHA-256 of the scheduler's answer, the table of that same answer when
+                it needs no reading (the caller applied it already); ``None`` to read it.
+        """
+        import hashlib
+
+        from hpcjobs.schedulers.status_table import StatusTable
+
+        fast = getattr(self.backend, "parse_status_table", None)
+        if fast is None or not job_ids:
+            return StatusTable.from_records(self.status(job_ids))
+        result = self._status_call(job_ids)
+        if result.returncode != 0:
+            return StatusTable.from_records(self._status_after_error(job_ids, result))
+        digest = hashlib.sha256(result.stdout.encode("utf-8", "surrogatepass")).hexdigest()
+        known = reuse(digest) if reuse is not None and not result.stdout_omitted else None
+        if known is not None:
+            return known
+        with reading_output_of(result.argv, result.stdout, result.returncode):
+            table: StatusTable = fast(result.stdout)
+        table.digest = None if result.stdout_omitted else digest
+        same = getattr(self.backend, "same_job", None)
+        missing = self._missing(job_ids, lambda j: table.covers(j, same), None)
+        if missing:
+            table.add_records(self._fallback_status(missing, check=False))
+            table.digest = None  # more than the answer's text: not to be recognised by it
+        return table
+
+    def _status_call(self, job_ids: Sequence[str]) -> process.CommandResult:
+        with process.output_limits(STATUS_MAX_STDOUT):
+            return self.run(self.backend.status_argv(job_ids), check=False)
+
+    def _missing(self, job_ids: Sequence[str], covered: Callable[[str], bool],
+                 records: Sequence[JobStatus] | None) -> list[str]:
+        """The ids a status answer left out, when the backend asks again for those (else none)."""
+        if getattr(self.backend, "fallback_status_argv", None) is None or not getattr(
+                self.backend, "fallback_for_missing", False):
+            return []
+        if records is not None and getattr(self.backend, "same_job", None) is None:  # one pass, not one per id
+            seen = {r.job_id for r in records} | {r.array_job_id for r in records if r.array_job_id is not None}
+            return [j for j in job_ids if j not in seen]
+        return [j for j in job_ids if not covered(j)]
+
+    def _status_after_error(self, job_ids: Sequence[str], result: process.CommandResult) -> list[JobStatus]:
+        """A status call that exited non-zero: what it still says, or the fallback's answer, or the error."""
+        fallback = getattr(self.backend, "fallback_status_argv", None)
         tolerable = getattr(self.backend, "tolerable_status_error", None)
         if tolerable is not None and tolerable(result.stderr):
             with reading_output_of(result.argv, result.stdout, result.returncode):

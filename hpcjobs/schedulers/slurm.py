@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hpcjobs.formats import slurm as fmt
 from hpcjobs.schedulers.base import ArraySpec, ClusterLimits, JobStatus, SubmitOptions
+from hpcjobs.schedulers.status_table import StatusTable
 
 #: Messages with which sacct says accounting is unavailable (then status falls back to squeue).
 ACCOUNTING_UNAVAILABLE = (
@@ -66,6 +67,12 @@ class SlurmBackend:
     def parse_status(self, stdout: str) -> list[JobStatus]:
         """Records of :meth:`status_argv` output, one per job or array task."""
         return fmt.parse_sacct_status(stdout)
+
+    def parse_status_table(self, stdout: str) -> StatusTable:
+        """:meth:`parse_status` by column, for sweeps of many array tasks (:mod:`hpcjobs.formats.slurm_bulk`)."""
+        from hpcjobs.formats.slurm_bulk import sacct_status_table
+
+        return sacct_status_table(stdout)
 
     def fallback_status_argv(self, job_ids: Sequence[str]) -> list[str]:
         """``squeue`` for clusters without accounting (knows jobs until ``MinJobAge`` after they end)."""

@@ -113,8 +113,15 @@ class _DryLedger:
     def pending_points(self) -> list[Any]:
         return list(self._points)
 
-    def submissions(self, state: Any = None) -> list[Any]:
+    def pending_ids(self) -> list[str]:
+        rows = getattr(self._points, "ledger_rows", None)
+        return [r[1] for r in rows()] if rows is not None else [p.point_id for p in self._points]
+
+    def submissions(self, state: Any = None, *, with_points: bool = True) -> list[Any]:
         return []
+
+    def max_chunk(self) -> int | None:
+        return None
 
 
 def _detach_local(prepared: PreparedSweep, workers: int | None) -> SubmitReport:
@@ -162,6 +169,10 @@ def prepared_from_ledger(folder: Path, *, extra_overrides: Sequence[str] = (), f
 # ----------------------------------------------------------------------------- status
 
 
+#: Points a status reads by default (``SweepStatus.points``): a page, not a million records.
+POINTS_PAGE = 1000
+
+
 @dataclass(frozen=True)
 class SweepStatus:
     """A sweep's state after one status poll.
@@ -171,9 +182,12 @@ class SweepStatus:
         folder: Its folder.
         site: Site name.
         scheduler: Scheduler family.
-        counts: Points per state.
-        points: Every point's record.
+        counts: Points per state (from the ledger's counts, not a pass over the points).
+        points: The records of one page of points, in index order (``points_offset`` on; all of them
+            when the status was asked with ``points_limit=None``).
         changed: How many points the poll changed.
+        read_only: The ledger could not be written: this poll's result was shown, not recorded.
+        points_offset: Index (in the listing order) of the page's first point.
     """
 
     sweep_id: str
@@ -183,7 +197,8 @@ class SweepStatus:
     counts: dict[str, int]
     points: list[PointRecord]
     changed: int
-    read_only: bool = False  # the ledger could not be written: this poll's result was shown, not recorded
+    read_only: bool = False
+    points_offset: int = 0
 
     @property
     def total(self) -> int:
@@ -209,13 +224,26 @@ class SweepStatus:
                         "state_raw": p.state_raw, "exit_code": p.exit_code, "job_id": p.job_id,
                         "array_job_id": p.array_job_id, "array_index": p.array_index, "attempt": p.attempt}
                        for p in self.points],
+            "points_offset": self.points_offset,
             "read_only": self.read_only,
         }
 
 
 def sweep_status(name: str | Path, *, root: str | Path | None = None, poll: bool = True,
-                 client: SchedulerClient | None = None) -> SweepStatus:
-    """Poll the scheduler once for the sweep's live jobs (one batched call) and read the ledger."""
+                 client: SchedulerClient | None = None, points_offset: int = 0,
+                 points_limit: int | None = POINTS_PAGE, points_state: str | Sequence[str] | None = None,
+                 ) -> SweepStatus:
+    """Poll the scheduler once for the sweep's live jobs (one batched call) and read the ledger.
+
+    Args:
+        name: Sweep id, name, unique prefix or folder.
+        root: Folder of sweep folders.
+        poll: Ask the scheduler (else the ledger alone is read).
+        client: The scheduler client (default: the sweep's scheduler's).
+        points_offset: First point of the page of records read (index order).
+        points_limit: Records read at most (``0``: none; ``None``: every point).
+        points_state: Only points in this state (or these states) in the page.
+    """
     folder = find_sweep(name, root)
     with Ledger.open(folder, allow_read_only=True) as ledger:
         meta = ledger.meta
@@ -231,8 +259,9 @@ def sweep_status(name: str | Path, *, root: str | Path | None = None, poll: bool
             from hpcjobs.sweep.local import settle_if_idle
 
             changed = settle_if_idle(ledger)  # a dead local runner's points: from their exit files
-        return SweepStatus(meta.sweep_id, folder, meta.site, meta.scheduler, ledger.summary(), ledger.points(),
-                           changed, ledger.read_only)
+        page = [] if points_limit == 0 else ledger.points(points_state, offset=points_offset, limit=points_limit)
+        return SweepStatus(meta.sweep_id, folder, meta.site, meta.scheduler, ledger.summary(), page, changed,
+                           ledger.read_only, points_offset)
 
 
 def cancel_sweep(name: str | Path, *, root: str | Path | None = None,
@@ -246,8 +275,7 @@ def cancel_sweep(name: str | Path, *, root: str | Path | None = None,
     with Ledger.open(folder) as ledger:
         meta = ledger.meta
         ledger.cancel_pending()
-        live = {p.submission_token for p in ledger.points() if p.state not in states.TERMINAL_STATES}
-        ids = [s.job_id for s in ledger.submissions() if s.job_id and s.state == "submitted" and s.token in live]
+        ids = [s.job_id for s in ledger.live_submissions(with_unseated=False) if s.job_id]
         if meta.scheduler == "local":
             return _cancel_local(ledger)
         if ids:

@@ -14,7 +14,6 @@ survivors 0..N-1.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import math
 import random
@@ -25,19 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.render.shellvalue import UnencodableValueError, shell_word
-from hpcjobs.sweep.limits import check_sweep_size, range_count
+from hpcjobs.sweep.limits import range_count
 from hpcjobs.sweep.spec import (
-    FilterError,
     RandomParam,
     SweepSpec,
     WandbParam,
     check_param_name,
     check_value,
-    compile_filter,
     env_names,
-    flatten_wandb,
 )
-from hpcjobs.sweep.values import check_no_repeats, override_spellings, source_spellings, spelled_params
+from hpcjobs.sweep.values import check_no_repeats
 
 if TYPE_CHECKING:
     from hpcjobs.config.yamlio import YamlDocument
@@ -344,11 +340,6 @@ def _wandb_sampler(p: WandbParam) -> Callable[[random.Random], Any]:
     return lambda rng: _quantize(math.exp(rng.normalvariate(mu, sigma)), q)  # q_log_normal
 
 
-def _draw(samplers: Mapping[str, Callable[[random.Random], Any]], seed: int, samples: int) -> list[Params]:
-    rng = random.Random(seed)
-    return [{name: draw(rng) for name, draw in samplers.items()} for _ in range(samples)]
-
-
 def _wandb_grid_values(p: WandbParam) -> list[Any]:
     kind = p.kind()
     if kind == "constant":
@@ -362,104 +353,7 @@ def _wandb_grid_values(p: WandbParam) -> list[Any]:
     return [lo + i * q for i in range(range_count(lo, hi, q))]
 
 
-def _grid(lists: Mapping[str, Sequence[Any]]) -> list[Params]:
-    names = list(lists)
-    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*lists.values())]
-
-
 # ------------------------------------------------------------------------------------------ expansion
-
-def _product(factors: list[list[Params]]) -> list[Params]:
-    if not factors:
-        return [{}]
-    if len(factors) == 1:
-        return [dict(p) for p in factors[0]]
-    out = []
-    for combo in itertools.product(*factors):
-        merged: Params = {}
-        for part in combo:
-            merged.update(part)
-        out.append(merged)
-    return out
-
-
-def _match_key(value: Any) -> tuple[str, Any]:
-    """Equality that keeps booleans apart from numbers (``True`` is not ``1``) but ``4 == 4.0``."""
-    if isinstance(value, bool):
-        return ("b", value)
-    if isinstance(value, (int, float)):
-        return ("n", value)
-    return ("s", value) if isinstance(value, str) else ("z", None)
-
-
-def _excluder(rules: list[dict[str, Any]], known: set[str], where: str = "sweep") -> Callable[[Params], bool] | None:
-    compiled: list[list[tuple[str, set[tuple[str, Any]]]]] = []
-    for i, rule in enumerate(rules):
-        for name in rule:
-            if name not in known:
-                raise ConfigError(ConfigProblem(
-                    f"exclude rule {i} names {name!r}, which the sweep does not define "
-                    f"(parameters: {', '.join(sorted(known)) or 'none'})", key=f"{where}.exclude.{i}"))
-        compiled.append([(n, {_match_key(x) for x in (v if isinstance(v, list) else [v])}) for n, v in rule.items()])
-    if not compiled:
-        return None
-
-    def excluded(p: Params) -> bool:
-        return any(all(n in p and _match_key(p[n]) in allowed for n, allowed in rule) for rule in compiled)
-    return excluded
-
-
-def _points_of(spec: SweepSpec, overrides: Mapping[str, Sequence[Any]] | None, where: str = "sweep") -> list[Params]:
-    """The points of ``spec`` (its size already checked); ``where`` is its key path, for messages."""
-    factors: list[list[Params]] = []
-    if spec.is_wandb:
-        flat = flatten_wandb(spec.parameters or {})
-        if spec.method == "grid":
-            for n, p in flat.items():
-                if p.values is not None:
-                    check_no_repeats(p.values, f"{where}.parameters.{n}.values")
-            pts = _grid({n: _wandb_grid_values(p) for n, p in flat.items()})
-            factors.append(pts[: spec.run_cap] if spec.run_cap else pts)
-        else:
-            count = spec.samples if spec.samples is not None else spec.run_cap
-            samplers = {n: _wandb_sampler(p) for n, p in flat.items()}
-            factors.append(_draw(samplers, spec.seed or 0, count or 0))
-    else:
-        if spec.grid:
-            for n, values in spec.grid.items():
-                check_no_repeats(values, f"{where}.grid.{n}")
-            factors.append(_grid(spec.grid))
-        for group in spec.zip or []:
-            names = list(group)
-            factors.append([dict(zip(names, row, strict=True)) for row in zip(*group.values(), strict=True)])
-        if spec.points:
-            factors.append([dict(p) for p in spec.points])
-        if spec.random:
-            samplers = {n: _native_sampler(p) for n, p in spec.random.parameters.items()}
-            factors.append(_draw(samplers, spec.random.seed, spec.random.samples))
-        if spec.union:
-            factors.append([p for i, sub in enumerate(spec.union) for p in _points_of(sub, None, f"{where}.union.{i}")])
-    known = set(spec.param_names())
-    if overrides:
-        factors.append(_grid(overrides))
-        known |= set(overrides)
-    points = _product(factors)
-    excluded = _excluder(spec.exclude, known, where)
-    if excluded is not None:
-        points = [p for p in points if not excluded(p)]
-    if spec.filter:
-        flt = compile_filter(spec.filter)
-        unknown = sorted(flt.names - known)
-        if unknown:
-            raise ConfigError(ConfigProblem(
-                f"filter names {', '.join(map(repr, unknown))}, which the sweep does not define "
-                f"(parameters: {', '.join(sorted(known)) or 'none'})", key=f"{where}.filter"))
-        try:
-            points = [p for p in points if flt(p)]
-        except FilterError as exc:
-            raise ConfigError(ConfigProblem(str(exc), key=f"{where}.filter")) from None
-    return points
-
 
 def _located(exc: ConfigError, doc: YamlDocument | None) -> ConfigError:
     """``exc`` with its ``sweep...`` problems placed at their file:line in ``doc`` (others as they are)."""
@@ -504,39 +398,9 @@ def expand(spec: SweepSpec | None, overrides: Sequence[str] | Mapping[str, Seque
             unknown parameter, a filter that fails on a point, or parameter names that collide as
             environment variables.
     """
-    try:
-        spellings = source_spellings(doc, source_text)
-        if overrides and not isinstance(overrides, Mapping):
-            spellings = {**override_spellings(overrides), **spellings}
-        return _expand(spec or SweepSpec(), overrides, spellings)
-    except ConfigError as exc:
-        raise _located(exc, doc) from None
+    from hpcjobs.sweep.stream import sweep_points
 
-
-def _expand(spec: SweepSpec, overrides: Sequence[str] | Mapping[str, Sequence[Any]],
-            spellings: Mapping[float, str]) -> list[Point]:
-    grid: dict[str, Sequence[Any]] = {}
-    if isinstance(overrides, Mapping):
-        grid.update(overrides)
-    elif overrides:
-        grid.update(parse_overrides(overrides))
-    env_names([*spec.param_names(), *grid])
-    check_sweep_size(spec, grid or None)  # before a single point is built
-    out: list[Point] = []
-    seen: dict[str, str] = {}
-    to_json = _CanonicalEncoder()
-    sha256 = hashlib.sha256
-    for params in _points_of(spec, grid or None):
-        text = to_json(params)
-        pid = sha256(text.encode("utf-8")).hexdigest()[:POINT_ID_LENGTH]
-        other = seen.get(pid)
-        if other is not None:
-            if other != text:  # a 48-bit collision between different parameters: never silently merge
-                raise ConfigError(ConfigProblem(f"point id collision between {other} and {text}", key="sweep"))
-            continue
-        seen[pid] = text
-        out.append(Point(len(out), pid, params, text, spelled_params(params, spellings)))
-    return out
+    return list(sweep_points(spec, overrides, doc=doc, source_text=source_text))
 
 
 # -------------------------------------------------------------------------------------- environment file

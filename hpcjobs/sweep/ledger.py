@@ -5,8 +5,13 @@ Lives in ``<sweep_dir>/ledger.sqlite``. Every state change is one SQLite transac
 read-check-write), in WAL mode with ``synchronous=FULL``: a commit is on disk before the call
 returns, so a ``kill -9`` (or a power cut) at any moment leaves the ledger as it was after the
 last completed call. ``NORMAL`` would survive a kill but could lose the last commits on power
-loss, and the one commit that must never be lost is "about to call sbatch"; commits are few (one
+loss, and the one commit that must never be lost is "about to call sbatch"; commits are few (two
 per chunk, one per status poll), so the fsync costs nothing that matters.
+
+**At scale.** A write touches only the points it changes, with set-based statements (a chunk's
+points through ``json_each``, a poll's tasks by array-index ranges), and keeps the per-state
+counts in ``point_counts`` (:mod:`hpcjobs.sweep.ledger_counts`); a new sweep's points are streamed
+in (:mod:`hpcjobs.sweep.ledger_plan`). Nothing reads every point unless asked to (:meth:`Ledger.points`).
 
 On a network filesystem (NFS, Lustre, GPFS, ...) WAL is unsafe (its shared-memory index only
 works between processes of one host), so the ledger uses the rollback journal there (detected
@@ -28,6 +33,8 @@ submitters that both ignored the lock could not submit a point twice.
 
 The schema, the point and submission states and the record types are in
 :mod:`hpcjobs.sweep.ledger_schema`, the lock in :mod:`hpcjobs.sweep.lock`; both are re-exported here.
+Status polls are applied by :mod:`hpcjobs.sweep.ledger_status`, the records of a lying scheduler's
+aftermath by :mod:`hpcjobs.sweep.ledger_recovery`.
 """
 
 from __future__ import annotations
@@ -37,13 +44,15 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from hpcjobs.errors import LedgerError
-from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.states import TERMINAL_STATES
+from hpcjobs.sweep.ledger_counts import move, shift, stored_version, upgrade
+from hpcjobs.sweep.ledger_plan import insert_new, prepare_points, replan
+from hpcjobs.sweep.ledger_read import LedgerReads
 from hpcjobs.sweep.ledger_recovery import RecoveryRecords, StrayJob, UnseenJob
 from hpcjobs.sweep.ledger_schema import (
     _POINT_COLS,
@@ -69,7 +78,7 @@ from hpcjobs.sweep.ledger_schema import (
     _check_invariants,
     _connect,
     _in_json,
-    _task_indices,
+    _task_indices,  # noqa: F401 (re-exported for tests)
     choose_journal_mode,
     connect_snapshot,
     experiment_sha256,
@@ -77,6 +86,7 @@ from hpcjobs.sweep.ledger_schema import (
     new_token,
     refuse_schemaless,
 )
+from hpcjobs.sweep.ledger_status import StatusRecords
 from hpcjobs.sweep.lock import LOCK_FILE, SubmitterLock
 
 __all__ = [
@@ -86,9 +96,26 @@ __all__ = [
     "new_token",
 ]
 
+#: ``UPDATE ... FROM`` (a chunk's points and their array indices in one statement) needs SQLite 3.33.
+_UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
+
+
+
+def _chunk_rows(con: sqlite3.Connection, ids: Sequence[str], members: str) -> tuple[int | None, list[Any]]:
+    """``(point_id, state)`` of each of ``ids`` (state ``None``: unknown), and the ``idx`` of the first when
+    they are the points of consecutive indices in this order (then the chunk is written by index range)."""
+    row = con.execute("SELECT idx FROM points WHERE point_id = ?", (ids[0],)).fetchone()
+    if row is not None:
+        got = con.execute("SELECT point_id, state FROM points WHERE idx BETWEEN ? AND ? ORDER BY idx",
+                          (row[0], row[0] + len(ids) - 1)).fetchall()
+        if len(got) == len(ids) and all(g[0] == i for g, i in zip(got, ids, strict=True)):
+            return int(row[0]), got
+    return None, con.execute("SELECT j.value, p.state FROM json_each(?) j LEFT JOIN points p "
+                             "ON p.point_id = j.value ORDER BY j.key", (members,)).fetchall()
+
 # ----------------------------------------------------------------------------------------- the ledger
 
-class Ledger(RecoveryRecords):
+class Ledger(LedgerReads, RecoveryRecords, StatusRecords):
     """One sweep's ledger. Create with :meth:`create`, reopen with :meth:`open`; close when done.
 
     Reading is safe while another process writes (``hpcjobs status`` beside a running submitter).
@@ -106,7 +133,7 @@ class Ledger(RecoveryRecords):
     # ----------------------------------------------------------------------------------- lifecycle
 
     @classmethod
-    def create(cls, sweep_dir: str | Path, meta: SweepMeta, points: Sequence[PointLike], *,
+    def create(cls, sweep_dir: str | Path, meta: SweepMeta, points: Iterable[PointLike], *,
                force: bool = False) -> Ledger:
         """Create the ledger of a sweep, or reopen it when the same sweep was planned before.
 
@@ -119,7 +146,8 @@ class Ledger(RecoveryRecords):
         Args:
             sweep_dir: The sweep's directory (created if missing).
             meta: What the sweep is.
-            points: The expanded points (:func:`hpcjobs.sweep.expand.expand`).
+            points: The expanded points: a list (:func:`hpcjobs.sweep.expand.expand`) or, streamed
+                without holding them all, a :class:`hpcjobs.sweep.stream.SweepPoints`.
             force: Accept a changed experiment or point set.
 
         Returns:
@@ -133,23 +161,21 @@ class Ledger(RecoveryRecords):
         """
         if not _SWEEP_ID_RE.match(meta.sweep_id):
             raise LedgerError(f"invalid sweep id {meta.sweep_id!r}: use letters, digits and _ . -")
-        ids = [p.point_id for p in points]
-        if len(set(ids)) != len(ids):
-            raise LedgerError("duplicate point ids: expand the sweep with hpcjobs.sweep.expand.expand")
+        points = prepare_points(points)
         d = Path(sweep_dir)
         d.mkdir(parents=True, exist_ok=True)
         refuse_schemaless(d, meta)
         ledger = cls(d, _connect(d / LEDGER_FILE, choose_journal_mode(d)))
         try:
             with ledger._write() as con:
-                for stmt in _SCHEMA.split(";"):
-                    if stmt.strip():
-                        con.execute(stmt)
-                row = con.execute("SELECT * FROM sweep").fetchone()
-                if row is None:
-                    ledger._insert_new(con, meta, points)
+                if stored_version(con) is None:
+                    for stmt in _SCHEMA.split(";"):
+                        if stmt.strip():
+                            con.execute(stmt)
+                    insert_new(con, meta, points)
                 else:
-                    ledger._replan(con, meta, points, force)
+                    upgrade(con, ledger.path)
+                    replan(con, d, meta, points, force)
         except BaseException:
             ledger.close()
             raise
@@ -157,7 +183,7 @@ class Ledger(RecoveryRecords):
 
     @classmethod
     def open(cls, sweep_dir: str | Path, *, allow_read_only: bool = False) -> Ledger:
-        """Open an existing ledger.
+        """Open an existing ledger (a version 1 ledger is upgraded first, see :mod:`hpcjobs.sweep.ledger_counts`).
 
         Args:
             sweep_dir: The sweep's folder.
@@ -175,21 +201,28 @@ class Ledger(RecoveryRecords):
         if what is not None:
             raise LedgerError(f"cannot open the sweep ledger {path}: it is {what} (its creation was interrupted, "
                               "or it was overwritten); the record of this sweep's submissions is gone")
-        if allow_read_only and not (os.access(path, os.W_OK) and os.access(d, os.W_OK)):
+        writable = os.access(path, os.W_OK) and os.access(d, os.W_OK)
+        if allow_read_only and not writable:
             ledger = cls(d, connect_snapshot(path), read_only=True)
         else:
             ledger = cls(d, _connect(path, choose_journal_mode(d)))
         try:
-            row = ledger._con.execute("SELECT schema_version FROM sweep").fetchone()
-        except sqlite3.OperationalError:
-            row = None
-        if row is None:
+            try:
+                version = stored_version(ledger._con)
+            except sqlite3.Error:
+                version = None
+            if version is None:
+                raise LedgerError(f"the sweep ledger {path} is empty (its creation was interrupted); plan the sweep "
+                                  "again")
+            if version != SCHEMA_VERSION:
+                if version > SCHEMA_VERSION or version < 1:
+                    raise LedgerError(f"the sweep ledger {path} has schema version {version}; this hpcjobs reads "
+                                      f"{SCHEMA_VERSION}")
+                with ledger._write() as con:
+                    upgrade(con, path)
+        except BaseException:
             ledger.close()
-            raise LedgerError(f"the sweep ledger {path} is empty (its creation was interrupted); plan the sweep again")
-        if row[0] != SCHEMA_VERSION:
-            ledger.close()
-            raise LedgerError(
-                f"the sweep ledger {path} has schema version {row[0]}; this hpcjobs reads {SCHEMA_VERSION}")
+            raise
         return ledger
 
     def close(self) -> None:
@@ -231,127 +264,12 @@ class Ledger(RecoveryRecords):
                 self._con.execute("ROLLBACK")
             raise LedgerError(f"cannot write the sweep ledger {self.path}: {exc}") from None
 
-    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+    def _read(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
         """Rows of one read-only statement (its own consistent snapshot)."""
         try:
             return self._con.execute(sql, args).fetchall()
         except sqlite3.Error as exc:
             raise LedgerError(f"cannot read the sweep ledger {self.path}: {exc}") from None
-
-    def _insert_new(self, con: sqlite3.Connection, meta: SweepMeta, points: Sequence[PointLike]) -> None:
-        now = time.time()
-        con.execute(
-            "INSERT INTO sweep (id, schema_version, sweep_id, created_at, updated_at, experiment_path, "
-            "experiment_sha256, site, scheduler, n_points, extra_json) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (SCHEMA_VERSION, meta.sweep_id, now, now, meta.experiment_path, meta.experiment_sha256, meta.site,
-             meta.scheduler, len(points), json.dumps(meta.extra, sort_keys=True)))
-        con.executemany(
-            "INSERT INTO points (point_id, idx, params_json, state, updated_at) VALUES (?, ?, ?, 'PLANNED', ?)",
-            [(p.point_id, p.index, p.params_json, now) for p in points])
-
-    def _replan(self, con: sqlite3.Connection, meta: SweepMeta, points: Sequence[PointLike], force: bool) -> None:
-        old = con.execute("SELECT sweep_id, experiment_sha256, experiment_path FROM sweep").fetchone()
-        if old[0] != meta.sweep_id:
-            raise LedgerError(f"{self.dir} holds sweep {old[0]!r}, not {meta.sweep_id!r}")
-        existing = {r[0] for r in con.execute("SELECT point_id FROM points WHERE state != 'REMOVED'")}
-        new_ids = [p.point_id for p in points]
-        added = [p for p in points if p.point_id not in existing]
-        gone = existing - set(new_ids)
-        changed_text = old[1] != meta.experiment_sha256
-        if not changed_text and not added and not gone:
-            return
-        if not force:
-            why = []
-            if changed_text:
-                why.append(f"the experiment file changed since the sweep was planned ({old[2]}: sha256 "
-                           f"{old[1][:12]} -> {meta.experiment_sha256[:12]})")
-            if added or gone:
-                why.append(f"the expanded points differ ({len(added)} new, {len(gone)} no longer in the sweep; "
-                           "did the command-line overrides change?)")
-            raise LedgerError(f"sweep {meta.sweep_id}: " + "; ".join(why) + ". Re-plan with force to update "
-                              "the ledger, or start a new sweep")
-        now = time.time()
-        known = {r[0]: r[1] for r in con.execute("SELECT point_id, state FROM points")}
-        revived = [p for p in added if p.point_id in known]  # REMOVED earlier, back in the sweep now
-        fresh = [p for p in added if p.point_id not in known]
-        next_idx = con.execute("SELECT COALESCE(MAX(idx), -1) + 1 FROM points").fetchone()[0]
-        con.executemany(
-            "INSERT INTO points (point_id, idx, params_json, state, updated_at) VALUES (?, ?, ?, 'PLANNED', ?)",
-            [(p.point_id, next_idx + i, p.params_json, now) for i, p in enumerate(fresh)])
-        con.executemany("UPDATE points SET state = 'PLANNED', updated_at = ? WHERE point_id = ?",
-                        [(now, p.point_id) for p in revived])
-        con.executemany("UPDATE points SET state = 'REMOVED', updated_at = ? WHERE point_id = ? AND state = 'PLANNED'",
-                        [(now, pid) for pid in sorted(gone)])
-        total = con.execute("SELECT COUNT(*) FROM points").fetchone()[0]
-        con.execute("UPDATE sweep SET experiment_sha256 = ?, experiment_path = ?, site = ?, scheduler = ?, "
-                    "extra_json = ?, n_points = ?, updated_at = ?",
-                    (meta.experiment_sha256, meta.experiment_path, meta.site, meta.scheduler,
-                     json.dumps(meta.extra, sort_keys=True), total, now))
-
-    # ---------------------------------------------------------------------------------------- reading
-
-    @property
-    def meta(self) -> SweepMeta:
-        """The sweep's metadata."""
-        (r,) = self._read("SELECT sweep_id, experiment_path, experiment_sha256, site, scheduler, extra_json, "
-                          "created_at FROM sweep")
-        return SweepMeta(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6])
-
-    def points(self, state: str | Iterable[str] | None = None) -> list[PointRecord]:
-        """Points in index order, all or those in ``state`` (one state or several)."""
-        sql = f"SELECT {_POINT_COLS} FROM points"
-        args: tuple[Any, ...] = ()
-        if state is not None:
-            states = [state] if isinstance(state, str) else list(state)
-            sql += " WHERE state IN (SELECT value FROM json_each(?))"
-            args = (json.dumps(states),)
-        return [PointRecord(*r) for r in self._read(sql + " ORDER BY idx", args)]
-
-    def pending_points(self) -> list[PointRecord]:
-        """Points never successfully submitted (``PLANNED``), in index order: what is left to submit."""
-        return self.points(PLANNED)
-
-    def summary(self) -> dict[str, int]:
-        """Number of points per state (states with no points left out), in :data:`POINT_STATES` order."""
-        counts = dict(self._read("SELECT state, COUNT(*) FROM points GROUP BY state"))
-        return {s: counts[s] for s in POINT_STATES if s in counts}
-
-    def submission(self, token: str) -> Submission:
-        """One submission by token.
-
-        Raises:
-            LedgerError: No such token.
-        """
-        subs = self._submissions("WHERE token = ?", (token,))
-        if not subs:
-            raise LedgerError(f"no submission with token {token!r} in sweep ledger {self.path}")
-        return subs[0]
-
-    def submissions(self, state: str | Iterable[str] | None = None) -> list[Submission]:
-        """Submissions in the order they were planned, all or those in ``state``."""
-        if state is None:
-            return self._submissions("", ())
-        states = [state] if isinstance(state, str) else list(state)
-        return self._submissions("WHERE state IN (SELECT value FROM json_each(?))", (json.dumps(states),))
-
-    def unresolved_submissions(self) -> list[Submission]:
-        """Submissions left ``submitting`` or ``unknown`` (by a crash or a timeout): the job may exist.
-
-        For each, look for its token in the scheduler (job comment/name) before anything else, then
-        call :meth:`mark_submitted` or :meth:`mark_failed`. Their points are not pending meanwhile.
-        """
-        return self.submissions(UNRESOLVED)
-
-    def _submissions(self, where: str, args: tuple[Any, ...]) -> list[Submission]:
-        cols = "token, chunk, state, is_array, first_index, job_id, argv_json, stderr, created_at, updated_at"
-        rows = self._read(f"SELECT {cols} FROM submissions {where} ORDER BY created_at, rowid", args)
-        members: dict[str, list[str]] = {}
-        for token, pid in self._read(
-                f"SELECT token, point_id FROM submission_points WHERE token IN (SELECT token FROM submissions {where}) "
-                "ORDER BY token, array_index", args):
-            members.setdefault(token, []).append(pid)
-        return [Submission(r[0], r[1], r[2], bool(r[3]), r[4], tuple(members.get(r[0], ())), r[5],
-                           json.loads(r[6]) if r[6] else None, r[7], r[8], r[9]) for r in rows]
 
     # ------------------------------------------------------------------------------------ submitting
 
@@ -387,13 +305,13 @@ class Ledger(RecoveryRecords):
         if not _TOKEN_RE.match(token):
             raise LedgerError(f"invalid submission token {token!r} (8-32 lowercase hex digits)")
         now = time.time()
+        members = _in_json(ids)
         with self._write() as con:
-            found = dict(con.execute("SELECT point_id, state FROM points WHERE point_id IN "
-                                     "(SELECT value FROM json_each(?))", (_in_json(ids),)).fetchall())
-            missing = [p for p in ids if p not in found]
+            lo, rows = _chunk_rows(con, ids, members)
+            missing = [r[0] for r in rows if r[1] is None]
             if missing:
                 raise LedgerError(f"unknown points {', '.join(missing[:5])} in sweep ledger {self.path}")
-            busy = [f"{p} ({found[p]})" for p in ids if found[p] != PLANNED]
+            busy = [f"{r[0]} ({r[1]})" for r in rows if r[1] != PLANNED]
             if busy:
                 raise LedgerError(f"{len(busy)} point(s) are not pending and cannot be submitted again: "
                                   f"{', '.join(busy[:5])}")
@@ -403,15 +321,28 @@ class Ledger(RecoveryRecords):
                         "created_at, updated_at) VALUES (?, ?, 'submitting', ?, ?, ?, ?, ?, ?)",
                         (token, chunk, int(array), first_index, len(ids),
                          json.dumps(list(argv)) if argv is not None else None, now, now))
-            con.executemany(
-                "INSERT INTO submission_points (token, point_id, array_index, attempt) "
-                "SELECT ?, point_id, ?, attempt FROM points WHERE point_id = ?",
-                [(token, first_index + i, pid) for i, pid in enumerate(ids)])
-            con.executemany(
-                "UPDATE points SET state = 'SUBMITTING', submission_token = ?, chunk = ?, array_index = ?, "
-                "array_job_id = NULL, job_id = NULL, state_raw = NULL, exit_code = NULL, updated_at = ? "
-                "WHERE point_id = ?",
-                [(token, chunk, first_index + i if array else None, now, pid) for i, pid in enumerate(ids)])
+            clear = ("state = 'SUBMITTING', submission_token = ?, chunk = ?, array_job_id = NULL, job_id = NULL, "
+                     "state_raw = NULL, exit_code = NULL, updated_at = ?")
+            if lo is not None:
+                run = (lo, lo + len(ids) - 1)
+                con.execute("INSERT INTO submission_points (token, point_id, array_index, attempt) "
+                            "SELECT ?, point_id, idx - ? + ?, attempt FROM points WHERE idx BETWEEN ? AND ?",
+                            (token, lo, first_index, *run))
+                con.execute(f"UPDATE points SET {clear}, array_index = CASE WHEN ? THEN idx - ? + ? END "
+                            "WHERE idx BETWEEN ? AND ?", (token, chunk, now, int(array), lo, first_index, *run))
+            else:
+                con.execute("INSERT INTO submission_points (token, point_id, array_index, attempt) "
+                            "SELECT ?, p.point_id, ? + j.key, p.attempt FROM json_each(?) j JOIN points p "
+                            "ON p.point_id = j.value", (token, first_index, members))
+                if _UPDATE_FROM:
+                    con.execute(f"UPDATE points SET {clear}, array_index = CASE WHEN ? THEN ? + j.key END "
+                                "FROM json_each(?) AS j WHERE points.point_id = j.value",
+                                (token, chunk, now, int(array), first_index, members))
+                else:  # pragma: no cover - SQLite before 3.33
+                    con.executemany(f"UPDATE points SET {clear}, array_index = ? WHERE point_id = ?",
+                                    [(token, chunk, now, first_index + i if array else None, pid)
+                                     for i, pid in enumerate(ids)])
+            move(con, PLANNED, SUBMITTING, len(ids), now)
         return token
 
     def _sub_state(self, con: sqlite3.Connection, token: str) -> tuple[str, bool, str | None]:
@@ -442,9 +373,10 @@ class Ledger(RecoveryRecords):
                                   "may duplicate them: cancel it")
             con.execute("UPDATE submissions SET state = 'submitted', job_id = ?, updated_at = ? WHERE token = ?",
                         (job_id, now, token))
-            con.execute("UPDATE points SET state = 'SUBMITTED', array_job_id = ?, job_id = ?, updated_at = ? "
-                        "WHERE submission_token = ? AND state = 'SUBMITTING'",
-                        (job_id if is_array else None, None if is_array else job_id, now, token))
+            n = con.execute("UPDATE points SET state = 'SUBMITTED', array_job_id = ?, job_id = ?, updated_at = ? "
+                            "WHERE submission_token = ? AND state = 'SUBMITTING'",
+                            (job_id if is_array else None, None if is_array else job_id, now, token)).rowcount
+            move(con, SUBMITTING, SUBMITTED, n, now)
 
     def mark_failed(self, token: str, stderr: str = "") -> None:
         """Record that a submission certainly created no job; its points return to ``PLANNED``.
@@ -464,9 +396,10 @@ class Ledger(RecoveryRecords):
                 raise LedgerError(f"submission {token} is recorded as submitted (job {job}); it cannot be failed")
             con.execute("UPDATE submissions SET state = 'failed', stderr = ?, updated_at = ? WHERE token = ?",
                         (stderr, now, token))
-            con.execute("UPDATE points SET state = 'PLANNED', submission_token = NULL, chunk = NULL, "
-                        "array_index = NULL, updated_at = ? WHERE submission_token = ? AND state = 'SUBMITTING'",
-                        (now, token))
+            n = con.execute("UPDATE points SET state = 'PLANNED', submission_token = NULL, chunk = NULL, "
+                            "array_index = NULL, updated_at = ? WHERE submission_token = ? AND state = 'SUBMITTING'",
+                            (now, token)).rowcount
+            move(con, SUBMITTING, PLANNED, n, now)
 
     def mark_unknown(self, token: str, stderr: str = "") -> None:
         """Record that a submission's outcome is unknown (timed out: it may or may not be queued).
@@ -484,55 +417,6 @@ class Ledger(RecoveryRecords):
                 raise LedgerError(f"submission {token} is already {state}")
             con.execute("UPDATE submissions SET state = 'unknown', stderr = ?, updated_at = ? WHERE token = ?",
                         (stderr, now, token))
-
-    # --------------------------------------------------------------------------------------- status
-
-    def record_status(self, records: Iterable[JobStatus], *, job_key: Callable[[str], str] | None = None) -> int:
-        """Apply one status poll to the points, in one transaction.
-
-        A record matches a point by (``array_job_id``, ``array_task_id``), by every index of a
-        collapsed pending range (``array_task_spec``, e.g. ``5-9%2``), or, for plain jobs, by
-        ``job_id``. Array-parent records without a task index, and records of jobs not in this
-        sweep (or of earlier attempts), are ignored. Later records win over earlier ones.
-
-        Args:
-            records: Parsed status records (:class:`hpcjobs.schedulers.base.JobStatus`).
-            job_key: Maps a job id to its comparison key when the scheduler prints ids in several
-                forms (PBS ``123[].srv`` vs ``123[].srv.example.org``); default: the id itself.
-
-        Returns:
-            The number of points whose record changed.
-        """
-        key = job_key or (lambda s: s)
-        records = list(records)
-        with self._write() as con:  # read and write in one transaction: no reset can slip in between
-            rows = con.execute(
-                "SELECT point_id, array_job_id, array_index, job_id, state, state_raw, exit_code FROM points "
-                "WHERE array_job_id IS NOT NULL OR job_id IS NOT NULL").fetchall()
-            by_task = {(key(r[1]), r[2]): r for r in rows if r[1] is not None}
-            by_job = {key(r[3]): r for r in rows if r[1] is None and r[3] is not None}
-            changes: dict[str, tuple[str, str | None, int | None, str | None]] = {}
-            for rec in records:
-                targets: list[tuple[Any, ...]] = []
-                task_level = False
-                if rec.array_job_id is not None and rec.array_task_id is not None:
-                    hit = by_task.get((key(rec.array_job_id), rec.array_task_id))
-                    targets, task_level = ([hit] if hit else []), True
-                elif rec.array_job_id is not None and rec.array_task_spec:
-                    parent = key(rec.array_job_id)
-                    targets = [t for i in _task_indices(rec.array_task_spec) if (t := by_task.get((parent, i)))]
-                elif rec.array_task_spec is None:
-                    hit = by_job.get(key(rec.job_id))
-                    targets, task_level = ([hit] if hit else []), True
-                for r in targets:
-                    changes[r[0]] = (rec.state, rec.state_raw, rec.exit_code, rec.job_id if task_level else r[3])
-            now = time.time()
-            current = {r[0]: (r[4], r[5], r[6], r[3]) for r in rows}
-            updates = [(st, raw, code, jid, now, pid) for pid, (st, raw, code, jid) in changes.items()
-                       if current[pid] != (st, raw, code, jid)]
-            con.executemany("UPDATE points SET state = ?, state_raw = ?, exit_code = ?, job_id = ?, updated_at = ? "
-                            "WHERE point_id = ?", updates)
-        return len(updates)
 
     # ------------------------------------------------------------------------------------ resubmitting
 
@@ -571,6 +455,10 @@ class Ledger(RecoveryRecords):
                 "UPDATE points SET state = 'PLANNED', attempt = attempt + 1, submission_token = NULL, chunk = NULL, "
                 "array_job_id = NULL, array_index = NULL, job_id = NULL, state_raw = NULL, exit_code = NULL, "
                 "updated_at = ? WHERE point_id = ?", [(now, i) for i in ids])
+            deltas: dict[str, int] = {PLANNED: len(ids)}
+            for i in ids:
+                deltas[found[i].state] = deltas.get(found[i].state, 0) - 1
+            shift(con, deltas, now)
         return len(ids)
 
     def attempts(self, point_id: str) -> list[dict[str, Any]]:
@@ -587,10 +475,12 @@ class Ledger(RecoveryRecords):
         Returns:
             The number of points cancelled.
         """
+        now = time.time()
         with self._write() as con:
-            cur = con.execute("UPDATE points SET state = 'CANCELLED', state_raw = 'cancelled before submission', "
-                              "updated_at = ? WHERE state = 'PLANNED'", (time.time(),))
-            return cur.rowcount
+            n = int(con.execute("UPDATE points SET state = 'CANCELLED', state_raw = 'cancelled before submission', "
+                                "updated_at = ? WHERE state = 'PLANNED'", (now,)).rowcount)
+            move(con, PLANNED, "CANCELLED", n, now)
+            return n
 
     # ------------------------------------------------------------------------------------- checking
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcjobs.errors import LedgerError
+from hpcjobs.sweep.ledger_counts import move
 from hpcjobs.sweep.ledger_schema import _AUX_SCHEMA, PLANNED, SUB_FAILED, SUB_SUBMITTED, SUBMITTED
 
 __all__ = ["RecoveryRecords", "StrayJob", "UnseenJob"]
@@ -109,6 +110,7 @@ class RecoveryRecords:
             column = "array_job_id" if row[1] else "job_id"
             con.execute(f"UPDATE points SET {column} = ?, updated_at = ? WHERE submission_token = ?",
                         (job_id, now, token))
+            move(con, SUBMITTED, SUBMITTED, 0, now)
 
     def mark_lost(self, token: str, reason: str) -> int:
         """Record that a submitted attempt's job does not exist; its points return to ``PLANNED``.
@@ -137,6 +139,7 @@ class RecoveryRecords:
             cur = con.execute("UPDATE points SET state = 'PLANNED', submission_token = NULL, chunk = NULL, "
                               "array_index = NULL, array_job_id = NULL, job_id = NULL, updated_at = ? "
                               "WHERE submission_token = ? AND state = 'SUBMITTED'", (now, token))
+            move(con, SUBMITTED, PLANNED, cur.rowcount, now)
             con.execute("DELETE FROM unseen_jobs WHERE token = ?", (token,))
             return int(cur.rowcount)
 
@@ -169,6 +172,7 @@ class RecoveryRecords:
                 "array_job_id = ?, job_id = ?, state_raw = NULL, exit_code = NULL, updated_at = ? WHERE point_id = ?",
                 [(token, chunk, m[1] if row[1] else None, job_id if row[1] else None, None if row[1] else job_id,
                   now, m[0]) for m in members])
+            move(con, PLANNED, SUBMITTED, len(members), now)
             return True
 
     def record_stray(self, job_id: str, token: str | None, action: str, reason: str) -> None:

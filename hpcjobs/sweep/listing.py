@@ -1,5 +1,8 @@
 """``hpcjobs ls``: every sweep under the root, brought up to date with one scheduler call per scheduler.
 
+Each row is read from the ledger's per-state counts and its last-change time, without a pass over
+the points; only the live submissions' job ids are read to poll them.
+
 The live jobs of all listed sweeps (submissions whose points are not finished) are asked of the
 scheduler together (one batched status call per scheduler family), and each ledger records what
 concerns it. A sweep that was not polled (the ``local`` site, ``poll=False``, or a scheduler that
@@ -16,8 +19,8 @@ from pathlib import Path
 
 from hpcjobs import states
 from hpcjobs.errors import HpcJobsError, LedgerError
-from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.sweep.identity import SweepRoot, find_sweep_root, sweep_folders
 from hpcjobs.sweep.ledger import Ledger
 
@@ -62,8 +65,10 @@ class SweepListing:
 
 
 def _live_ids(ledger: Ledger) -> list[str]:
-    live = {p.submission_token for p in ledger.points() if p.state not in states.TERMINAL_STATES}
-    return [s.job_id for s in ledger.submissions() if s.job_id and s.state == "submitted" and s.token in live]
+    """Job ids of the accepted submissions that still have unfinished points (no pass over the points)."""
+    if not any(state not in states.TERMINAL_STATES for state in ledger.summary()):
+        return []
+    return [s.job_id for s in ledger.live_submissions(with_unseated=False) if s.job_id]
 
 
 def list_sweeps(root: str | Path | None = None, *, poll: bool = False,
@@ -92,7 +97,7 @@ def list_sweeps(root: str | Path | None = None, *, poll: bool = False,
                 continue
     polled_at: dict[str, float] = {}
     errors: dict[str, str] = {}
-    records_by: dict[str, list[JobStatus]] = {}
+    records_by: dict[str, StatusTable] = {}
     clients: dict[str, SchedulerClient] = {}
     for family in sorted({schedulers[d] for d in live if live[d]}):
         ids = sorted({j for d, js in live.items() if schedulers[d] == family for j in js})
@@ -102,7 +107,7 @@ def list_sweeps(root: str | Path | None = None, *, poll: bool = False,
             client_for = default_client_for
         client = clients[family] = client_for(family)
         try:
-            records_by[family] = list(client.status(ids))
+            records_by[family] = client.status_table(ids)
             listing.scheduler_calls += 1
             polled_at[family] = time.time()
         except HpcJobsError as exc:
@@ -116,9 +121,8 @@ def list_sweeps(root: str | Path | None = None, *, poll: bool = False,
                 polled = family in polled_at and d in live
                 if polled and live[d] and not ledger.read_only:
                     key = getattr(clients[family].backend, "job_key", None)
-                    ledger.record_status(records_by[family], job_key=key)
-                points = ledger.points()
-                last_change = max((p.updated_at for p in points), default=meta.created_at or 0.0)
+                    ledger.apply_status(records_by[family], job_key=key)
+                last_change = ledger.last_change()
                 as_of = polled_at[family] if polled else last_change
                 if poll and d in live and not live[d]:
                     polled, as_of = True, time.time()  # nothing live: the ledger is the whole truth

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from hpcjobs.errors import ConfigError, ConfigProblem, HpcJobsError, LedgerError, printable
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.states import parse_job_tag
 from hpcjobs.sweep.ledger import Ledger, Submission
 
@@ -147,8 +148,8 @@ def await_tokens(client: SchedulerClient, tokens: Collection[str], sweep_id: str
     return TagLookup(final.found, final.conclusive, waited)
 
 
-def settle_unseen(ledger: Ledger, client: SchedulerClient, subs: Sequence[Submission], records: Sequence[JobStatus],
-                  *, user: str | None = None) -> list[str]:
+def settle_unseen(ledger: Ledger, client: SchedulerClient, subs: Sequence[Submission],
+                  records: Sequence[JobStatus] | StatusTable, *, user: str | None = None) -> list[str]:
     """After a status poll: give job ids the scheduler did not report a grace period, then release them.
 
     A submission whose id has been missing from :data:`LOST_AFTER_POLLS` polls in a row over at least
@@ -158,7 +159,11 @@ def settle_unseen(ledger: Ledger, client: SchedulerClient, subs: Sequence[Submis
     Returns:
         The tokens marked lost.
     """
-    covered = {s.token for s in subs if s.job_id and client.covers(records, s.job_id)}
+    if isinstance(records, StatusTable):
+        same = getattr(client.backend, "same_job", None)
+        covered = {s.token for s in subs if s.job_id and records.covers(s.job_id, same)}
+    else:
+        covered = {s.token for s in subs if s.job_id and client.covers(records, s.job_id)}
     unseen = [s for s in subs if s.token not in covered]
     counts = ledger.note_unseen([s.token for s in unseen], covered)
     grace, now = default_lookup_seconds(), time.time()

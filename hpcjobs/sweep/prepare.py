@@ -17,6 +17,10 @@ Layout of a sweep folder (``<root>/<sweep_id>/``, on a filesystem the compute no
 
 Nothing is written per point at submission time (two small files per chunk instead): on a
 login node's shared filesystem, thousands of fsynced files would take minutes.
+
+The points are not held: :attr:`PreparedSweep.points` is a :class:`hpcjobs.sweep.stream.SweepPoints`
+that expands them again whenever they are read (the ledger's rows, the chunk files), so a sweep of a
+million points costs the memory of one chunk.
 """
 
 from __future__ import annotations
@@ -34,10 +38,13 @@ from hpcjobs.render.script import ARRAY_INDEX_VAR, load_site_for, render_job
 from hpcjobs.render.shellvalue import shell_word
 from hpcjobs.resolve import ResolvedJob, resolve
 from hpcjobs.schedulers.base import ArraySpec
-from hpcjobs.sweep.expand import Point, expand, point_env_lines
+from hpcjobs.sweep.chunk_files import env_file_text, write_chunk_files
+from hpcjobs.sweep.chunks import Chunk
+from hpcjobs.sweep.expand import Point, point_env_lines
 from hpcjobs.sweep.identity import DEFAULT_SWEEP_ROOT, make_sweep_id, sweep_root  # noqa: F401 (re-exported)
 from hpcjobs.sweep.logs import point_log_preamble
 from hpcjobs.sweep.shapes import JobShape, job_shapes
+from hpcjobs.sweep.stream import sweep_points
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,8 @@ class PreparedSweep:
         site: The site config.
         job: The job of the experiment as written, resolved and checked against the site's limits
             (the job of every point when the sweep varies no key of the experiment).
-        points: The expanded points, in order.
+        points: The expanded points, in order: a :class:`hpcjobs.sweep.stream.SweepPoints` (expanded
+            again on each read) or any sequence of points.
         submit_dir: Where jobs are submitted from (their working directory; relative output paths
             and relative paths in the command are relative to it).
         shapes: The jobs the points run as, when parameters set keys of the experiment
@@ -68,7 +76,7 @@ class PreparedSweep:
     experiment: Experiment
     site: SiteConfig
     job: ResolvedJob
-    points: tuple[Point, ...]
+    points: Sequence[Point]
     submit_dir: Path
     shapes: tuple[JobShape, ...] = ()
     shape_of: Mapping[str, int] = field(default_factory=dict)
@@ -104,12 +112,13 @@ def prepare_sweep(
     experiment, doc = load_experiment(experiment_path, overrides)
     text = read_text_file(experiment_path)  # bounded, regular files only (as load_experiment read it)
     site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler, refresh_site=refresh_site)
-    points = expand(experiment.sweep, sweep_args, doc=doc, source_text=text)
+    points = sweep_points(experiment.sweep, sweep_args, doc=doc, source_text=text)
+    points.check()  # every point once (a filter failing on one fails here); a plain grid needs no pass
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
     shapes, shape_of = job_shapes(experiment, doc, site_config, site_file, job, points)
     sweep_id = make_sweep_id(experiment, sweep_args, site_config.name)
     return PreparedSweep(sweep_id, sweep_root(root) / sweep_id, experiment_path, text, experiment,
-                         site_config, job, tuple(points), Path(submit_dir or Path.cwd()).resolve(), shapes, shape_of)
+                         site_config, job, points, Path(submit_dir or Path.cwd()).resolve(), shapes, shape_of)
 
 
 def chunk_env_text(prepared: PreparedSweep, point_ids: Sequence[str]) -> str:
@@ -117,28 +126,24 @@ def chunk_env_text(prepared: PreparedSweep, point_ids: Sequence[str]) -> str:
 
     Each arm is built from :func:`hpcjobs.sweep.expand.point_env_lines`, whose lines are single
     lines of printable ASCII (values encoded by :func:`hpcjobs.render.shellvalue.shell_word`):
-    any value, line breaks and ``#`` included, arrives as exactly its bytes.
+    any value, line breaks and ``#`` included, arrives as exactly its bytes
+    (:func:`hpcjobs.sweep.chunk_files.env_file_text`).
 
     Raises:
         ConfigError: A value that cannot reach a job (NUL).
     """
-    by_id = {p.point_id: p for p in prepared.points}
-    parts = [f"# hpcjobs sweep {shell_word(prepared.sweep_id)}: parameters by array index (generated; do not edit)",
-             'case "$HPCJOBS_ARRAY_INDEX" in']
-    for index, pid in enumerate(point_ids):
-        parts.append(f"{index})")
-        parts.extend(f"    {ln}" for ln in point_env_lines(by_id[pid]))
-        parts.append("    ;;")
-    parts.append('*) echo "hpcjobs: no sweep point for array index $HPCJOBS_ARRAY_INDEX" >&2; exit 2;;')
-    parts.append("esac")
-    return "\n".join(parts) + "\n"
+    wanted = set(point_ids)
+    by_id = {p.point_id: p for p in prepared.points if p.point_id in wanted}
+    return env_file_text(prepared.sweep_id, (point_env_lines(by_id[pid]) for pid in point_ids))
 
 
 def write_chunk_file(prepared: PreparedSweep, chunk: int, point_ids: Sequence[str]) -> Path:
-    """Write ``chunks/<chunk>.ids`` (array index i on line i+1) and ``chunks/<chunk>.env``."""
-    folder = prepared.folder / "chunks"
-    atomic_write_text(folder / f"{chunk}.env", chunk_env_text(prepared, point_ids))
-    return atomic_write_text(folder / f"{chunk}.ids", "".join(f"{p}\n" for p in point_ids))
+    """Write ``chunks/<chunk>.ids`` (array index i on line i+1) and ``chunks/<chunk>.env``.
+
+    Several chunks at once: :func:`hpcjobs.sweep.chunk_files.write_chunk_files` (one pass over the points).
+    """
+    write_chunk_files(prepared, [Chunk(chunk, tuple(point_ids))])
+    return prepared.folder / "chunks" / f"{chunk}.ids"
 
 
 def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle: int | None,

@@ -272,7 +272,9 @@ def results_frame(folder: Path, point_ids: Sequence[str], *, sources: Sequence[R
     if sources is None:
         sources = read_results_spec(folder)[0]
     points_dir = os.fspath(folder / POINTS_DIR)
-    frame = pd.DataFrame({"point_id": pd.array(list(point_ids), dtype="string")})
+    ids = pd.Series(pd.array(point_ids if isinstance(point_ids, pd.api.extensions.ExtensionArray) else list(point_ids),
+                             dtype="string"))
+    frame = pd.DataFrame({"point_id": ids})
     if sources:
         read = read_points(folder, point_ids, sources, cache=cache)
         names: dict[str, None] = {}
@@ -282,9 +284,9 @@ def results_frame(folder: Path, point_ids: Sequence[str], *, sources: Sequence[R
             frame[name] = typed_column([read[pid][0].get(name) for pid in point_ids])
         frame["result_error"] = pd.array([read[pid][1] for pid in point_ids], dtype="string")
     else:
-        frame["result_error"] = pd.array([None] * len(point_ids), dtype="string")
-    frame["log_out"] = pd.array([f"{points_dir}/{p}/{LOG_OUT}" for p in point_ids], dtype="string")
-    frame["log_err"] = pd.array([f"{points_dir}/{p}/{LOG_ERR}" for p in point_ids], dtype="string")
+        frame["result_error"] = pd.Series(pd.NA, index=frame.index, dtype="string")
+    frame["log_out"] = f"{points_dir}/" + ids + f"/{LOG_OUT}"  # by column: a million points, no loop
+    frame["log_err"] = f"{points_dir}/" + ids + f"/{LOG_ERR}"
     return frame
 
 

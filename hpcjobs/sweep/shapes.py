@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -100,8 +100,24 @@ def _located(exc: ConfigError, point: Point, keys: Sequence[str]) -> ConfigError
     return ConfigError(problems)
 
 
+class OneShape(Mapping[str, int]):
+    """Every point's shape index when there is one shape: 0 for any point id (and nothing stored per point)."""
+
+    def __getitem__(self, point_id: str) -> int:
+        return 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "OneShape()"
+
+
 def job_shapes(experiment: Experiment, doc: YamlDocument, site: SiteConfig, site_file: str, base_job: ResolvedJob,
-               points: Sequence[Point]) -> tuple[tuple[JobShape, ...], dict[str, int]]:
+               points: Sequence[Point]) -> tuple[tuple[JobShape, ...], Mapping[str, int]]:
     """Group ``points`` by the job they resolve to.
 
     Args:
@@ -114,7 +130,7 @@ def job_shapes(experiment: Experiment, doc: YamlDocument, site: SiteConfig, site
 
     Returns:
         The shapes, in order of first use, and each point's shape index. With no experiment-key
-        parameter this is one shape holding ``base_job`` and every point (nothing per point is built).
+        parameter this is one shape holding ``base_job`` and :class:`OneShape` (nothing per point is built).
 
     Raises:
         ConfigError: A point's settings make an invalid experiment or break the site's limits (the
@@ -124,11 +140,13 @@ def job_shapes(experiment: Experiment, doc: YamlDocument, site: SiteConfig, site
     from hpcjobs.config.validation import validate_document
     from hpcjobs.resolve import resolve
 
-    names = list(dict.fromkeys(n for p in points for n in p.params))
+    names = getattr(points, "names", None)  # a streamed sweep knows its names without a pass over its points
+    if names is None:
+        names = list(dict.fromkeys(n for p in points for n in p.params))
     keys = experiment_keys(names)
     base = JobShape({}, experiment, base_job)
     if not keys:
-        return (base,), {p.point_id: 0 for p in points}
+        return (base,), OneShape()
     shapes: list[JobShape] = []
     by_settings: dict[str, int] = {}
     shape_of: dict[str, int] = {}
@@ -163,6 +181,8 @@ def group_by_shape(point_ids: Sequence[str], shape_of: Mapping[str, int]) -> lis
 
     Points missing from ``shape_of`` (none when the ledger matches the sweep) go with shape 0.
     """
+    if not shape_of:  # one shape (OneShape, or no map): every point in one group, in order
+        return [(0, list(point_ids))] if point_ids else []
     groups: dict[int, list[str]] = {}
     for pid in point_ids:
         groups.setdefault(shape_of.get(pid, 0), []).append(pid)
@@ -178,4 +198,4 @@ def chunk_job(shapes: Sequence[JobShape], shape_of: Mapping[str, int], point_ids
     return shapes[shape_of.get(point_ids[0], 0)].job
 
 
-__all__ = ["FIXED_KEYS", "JobShape", "chunk_job", "experiment_keys", "group_by_shape", "job_shapes"]
+__all__ = ["FIXED_KEYS", "JobShape", "OneShape", "chunk_job", "experiment_keys", "group_by_shape", "job_shapes"]

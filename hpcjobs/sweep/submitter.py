@@ -2,9 +2,10 @@
 
 The protocol (the ledger's module documentation explains why it is crash-safe)::
 
-    for each chunk of pending points:
+    write chunks/<n>.ids and chunks/<n>.env of every chunk of pending points   (atomically, one pass)
+    for each chunk:
         token = new_token()                          # in the job's comment: hpcjobs:<sweep>:<chunk>:<token>
-        write chunks/<n>.ids and scripts/<n>.<token>.sh   (atomically)
+        write scripts/<n>.<token>.sh                 (atomically)
         ledger.plan_chunk(ids, n, token=token)       # committed BEFORE the scheduler call
         sbatch ...                                   # the only step outside the ledger
         ledger.mark_submitted(token, job_id)
@@ -23,6 +24,7 @@ pending, else cancelled and recorded as strays (:meth:`SweepSubmitter.cancel_str
 from __future__ import annotations
 
 import getpass
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -34,18 +36,15 @@ from hpcjobs.resolve import ResolvedJob
 from hpcjobs.schedulers import limits_cache
 from hpcjobs.schedulers.base import ClusterLimits, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.states import JobTag
+from hpcjobs.sweep.chunk_files import write_chunk_files
 from hpcjobs.sweep.chunks import Chunk, chunk_capacity, is_queue_full, is_transient, plan_chunks, room_in_queue
 from hpcjobs.sweep.identity import IDENTITY_SCHEME, experiment_digest, ledger_digest
 from hpcjobs.sweep.ledger import SUB_FAILED, Ledger, SweepMeta, new_token
 from hpcjobs.sweep.lookup import TagLookup, await_tokens, default_lookup_seconds, settle_unseen
 from hpcjobs.sweep.lookup import tagged_jobs as _tagged_jobs_query
-from hpcjobs.sweep.prepare import (
-    PreparedSweep,
-    array_job_for_chunk,
-    render_chunk_script,
-    write_chunk_file,
-)
+from hpcjobs.sweep.prepare import PreparedSweep, array_job_for_chunk, render_chunk_script
 from hpcjobs.sweep.shapes import chunk_job, group_by_shape
 
 log = logging.getLogger("hpcjobs.sweep")
@@ -172,8 +171,11 @@ class SweepSubmitter:
                 for out_dir in {s.job.output_dir for s in self.prepared.shapes} or {self.prepared.job.output_dir}:
                     (self.prepared.submit_dir / out_dir).mkdir(parents=True, exist_ok=True)
             for _round in range(self.retry.attempts):
-                pending = [p.point_id for p in self.ledger.pending_points()]
-                for chunk in self._plan(pending, capacity):
+                pending = self.ledger.pending_ids()
+                chunks = self._plan(pending, capacity)
+                if not dry_run:
+                    write_chunk_files(self.prepared, chunks)  # one pass over the points for all of them
+                for chunk in chunks:
                     if dry_run:
                         report.dry_run_commands.append(self._argv(chunk, "0" * 16))
                         if report.dry_run_script is None:
@@ -222,8 +224,7 @@ class SweepSubmitter:
         """Submit one chunk: retry what surely failed, look up what may have been queued."""
         last_error: CommandError | None = None
         for attempt in range(1, self.retry.attempts + 1):
-            token = new_token()
-            write_chunk_file(self.prepared, chunk.number, chunk.point_ids)
+            token = new_token()  # the chunk's .ids and .env files are written (write_chunk_files)
             script = render_chunk_script(self.prepared, chunk.number, chunk.size, self.throttle, token,
                                          self._job_of(chunk))
             argv = self.client.backend.submit_argv(script, self._options(chunk, token))
@@ -389,7 +390,7 @@ class SweepSubmitter:
         Returns:
             The job ids cancelled.
         """
-        subs = {s.token: s for s in self.ledger.submissions()}
+        subs = {s.token: s for s in self.ledger.submissions(with_points=False)}
         if not subs:  # a new sweep: nothing of it can be in the scheduler yet
             return []
         look = self._query()
@@ -487,18 +488,23 @@ class SweepSubmitter:
             delay = min(delay * self.retry.factor, self.retry.maximum)
 
     def _next_chunk_number(self) -> int:
-        used = [s.chunk for s in self.ledger.submissions()]
-        return max(used) + 1 if used else 0
+        used = self.ledger.max_chunk()
+        return 0 if used is None else used + 1
 
 
 def submitted_job_ids(ledger: Ledger) -> list[str]:
     """The scheduler ids of every submission the ledger accepted (array ids for chunks)."""
-    return [s.job_id for s in ledger.submissions() if s.job_id and s.state == "submitted"]
+    return [s.job_id for s in ledger.submissions(with_points=False) if s.job_id and s.state == "submitted"]
 
 
 def poll_status(ledger: Ledger, client: SchedulerClient, *, active_only: bool = True) -> int:
     """One batched status call for the sweep's jobs, applied to the ledger.
 
+    Only the accepted submissions that still have unfinished points are asked about (``active_only``),
+    the answer is read by column (:meth:`hpcjobs.schedulers.client.SchedulerClient.status_table`) and
+    only the points whose record changed are written (:meth:`hpcjobs.sweep.ledger.Ledger.apply_status`);
+    an answer identical to the last one applied, to the same ids of an unchanged ledger, is recognised
+    by its SHA-256 and not read again (:meth:`hpcjobs.sweep.ledger.Ledger.poll_memo`).
     Job ids the scheduler keeps not knowing are given a grace period, then looked up by tag and,
     when no job carries their token, marked lost so that their points can go again
     (:func:`hpcjobs.sweep.lookup.settle_unseen`).
@@ -506,18 +512,22 @@ def poll_status(ledger: Ledger, client: SchedulerClient, *, active_only: bool = 
     Returns:
         How many points changed.
     """
-    from hpcjobs.states import TERMINAL_STATES
-
-    subs = [s for s in ledger.submissions() if s.job_id and s.state == "submitted"]
     if active_only:
-        done_tokens = {p.submission_token for p in ledger.points() if p.state in TERMINAL_STATES}
-        live_tokens = {p.submission_token for p in ledger.points() if p.state not in TERMINAL_STATES}
-        subs = [s for s in subs if s.token in live_tokens or s.token not in done_tokens]
+        subs = ledger.live_submissions()
+    else:
+        subs = [s for s in ledger.submissions(with_points=False) if s.job_id and s.state == "submitted"]
     ids = [s.job_id for s in subs if s.job_id]
     if not ids:
         return 0
     key = getattr(client.backend, "job_key", None)
-    records = client.status(ids)
-    changed = ledger.record_status(records, job_key=key)
-    lost = settle_unseen(ledger, client, subs, records)
+    same = getattr(client.backend, "same_job", None)
+    asked = hashlib.sha256("\n".join(sorted(ids)).encode("utf-8")).hexdigest()
+
+    def reuse(answer: str) -> StatusTable | None:  # the answer applied last, to this same ledger: nothing to read
+        return StatusTable.recognised(answer, ids) if ledger.poll_memo(answer, asked) else None
+
+    table = client.status_table(ids, reuse=reuse)
+    complete = all(table.covers(j, same) for j in ids)
+    changed = ledger.apply_status(table, job_key=key, asked_sha256=asked if complete else None)
+    lost = settle_unseen(ledger, client, subs, table)
     return changed + sum(len(ledger.submission(t).point_ids) for t in lost)
