@@ -107,6 +107,9 @@ def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overri
         click.echo(f"follow it with: hpcjobs status {prepared.sweep_id} --watch")
 
 
+#: Points ``status --points`` lists unless ``--limit`` says otherwise.
+STATUS_POINTS_PAGE = 100
+
 #: Points shown by ``sweep --dry-run`` (``--json`` lists them all).
 DRY_RUN_ROWS = 20
 
@@ -177,23 +180,40 @@ def _job_table(job: Any) -> Any:
 @click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders.")
 @click.option("--watch", is_flag=True, help="Poll until every point is finished, with a live table.")
 @click.option("--interval", type=float, default=10.0, show_default=True, help="Seconds between polls (--watch).")
-@click.option("--points", "show_points", is_flag=True, help="List every point with its parameters.")
+@click.option("--points", "show_points", is_flag=True,
+              help="List the points with their parameters, a page at a time (--offset, --limit, --state).")
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True,
+              help="First point listed (index order; --points, --json).")
+@click.option("--limit", type=click.IntRange(min=0), default=None,
+              help="Points listed at most (--points: 100, --json: 1000 unless given; 0: all of them).")
+@click.option("--state", "point_states", multiple=True, metavar="STATE",
+              help="List only the points in this state (repeatable; --points, --json).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
-def status(sweep_name: str, root: str | None, watch: bool, interval: float, show_points: bool,
-           as_json: bool) -> None:
+def status(sweep_name: str, root: str | None, watch: bool, interval: float, show_points: bool, offset: int,
+           limit: int | None, point_states: tuple[str, ...], as_json: bool) -> None:
     """Show a sweep's progress, or a job's state (one batched scheduler call per poll).
 
     SWEEP is a sweep's id, name or unique prefix; JOB_ID the id of a job submitted with
-    `hpcjobs submit` (`1234`, `1234.server`), or its name.
+    `hpcjobs submit` (`1234`, `1234.server`), or its name. The counts come from the ledger's
+    per-state counts; --points lists one page of points (a sweep may have a million).
     """
-    from hpcjobs.sweep.api import sweep_status
+    from hpcjobs.sweep.api import POINTS_PAGE, sweep_status
     from hpcjobs.sweep.singles_read import read_single, settle_exit_code
 
-    st = sweep_status(sweep_name, root=root)
+    if limit is None:
+        limit = POINTS_PAGE if as_json else STATUS_POINTS_PAGE
+    listed = show_points or as_json
+    states = list(point_states) or None
+
+    def read_status(where: Any, **kw: Any) -> Any:  # the counts, and one page of points when they are listed
+        return sweep_status(where, points_offset=offset, points_limit=(limit or None) if listed else 0,
+                            points_state=states, **kw)
+
+    st = read_status(sweep_name, root=root)
     single = read_single(st.folder)  # None for a sweep
     if single is not None and settle_exit_code(st.folder):  # finished, but its exit code was not known yet
-        st = sweep_status(st.folder, poll=False)
+        st = read_status(st.folder, poll=False)
         single = read_single(st.folder)
     if watch and not as_json:
         from rich.live import Live
@@ -201,13 +221,13 @@ def status(sweep_name: str, root: str | None, watch: bool, interval: float, show
         with Live(_status_table(st, single), console=console(stderr=False), refresh_per_second=2) as live:
             while not st.done:
                 time.sleep(interval)
-                st = sweep_status(st.folder)
+                st = read_status(st.folder)
                 single = single and read_single(st.folder)
                 live.update(_status_table(st, single))
     elif watch:
         while not st.done:
             time.sleep(interval)
-            st = sweep_status(st.folder)
+            st = read_status(st.folder)
     if as_json:
         data = st.as_dict()
         if single is not None:
@@ -223,12 +243,16 @@ def status(sweep_name: str, root: str | None, watch: bool, interval: float, show
         from rich.markup import escape
         from rich.table import Table
 
-        table = Table("index", "point", "state", "exit", "job", "params", box=None)
+        shown = f"points {offset:,}-{offset + len(st.points) - 1:,}" if st.points else f"no points from {offset:,}"
+        which = f" in {', '.join(point_states)}" if point_states else ""
+        table = Table("index", "point", "state", "exit", "job", "params", box=None, title=f"{shown}{which}")
         for p in st.points:
             table.add_row(str(p.index), p.point_id, f"[{STATE_STYLE.get(p.state, 'white')}]{p.state}[/]",
                           "" if p.exit_code is None else str(p.exit_code), p.job_id or "",
                           escape(json.dumps(p.params)))
         out.print(table)
+        if limit and len(st.points) == limit:
+            out.print(f"more: --offset {offset + limit}", highlight=False)
 
 
 @click.command()
