@@ -41,6 +41,7 @@ class CountingSlurm:
         status_calls: ``sacct --jobs=`` status queries only (tag queries excluded).
         jobs: Job id → (comment, array size), in submission order.
         state: The state every task of every job is reported in by the next status query.
+        reverse: Report the jobs in the reverse order of the ids asked (the same states, another text).
         answer_s: Seconds spent making the status answers (the scheduler's time, not the caller's).
     """
 
@@ -51,6 +52,7 @@ class CountingSlurm:
         self.status_calls = 0
         self.jobs: dict[str, tuple[str, int]] = {}
         self.state = "RUNNING"
+        self.reverse = False
         self.answer_s = 0.0
         self.first_id = first_id
         self.journal = Path(journal) if journal is not None else None
@@ -93,6 +95,7 @@ class CountingSlurm:
             self.status_calls += 1
             start = time.perf_counter()
             ids = next(a.split("=", 1)[1] for a in argv if a.startswith("--jobs=")).split(",")
+            ids = ids[::-1] if self.reverse else ids
             state = self.state
             out = "".join(f"{j}_{i}|{j}|{state}|0:0|None|bench|{self.jobs[j][0]}\n"
                           for j in ids if j in self.jobs for i in range(self.jobs[j][1]))

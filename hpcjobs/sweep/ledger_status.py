@@ -47,6 +47,8 @@ _MAX_RANGES = 4
 
 def _runs(indices: Sequence[int]) -> list[tuple[int, int]]:
     """Sorted, deduplicated ``indices`` as inclusive ranges of consecutive values."""
+    if indices and list(indices) == list(range(indices[0], indices[0] + len(indices))):  # the usual case, at C speed
+        return [(indices[0], indices[-1])]
     out: list[tuple[int, int]] = []
     for i in sorted(set(indices)):
         if out and i == out[-1][1] + 1:
