@@ -44,6 +44,9 @@ _Factor = Callable[[], Iterable[Params]]
 
 #: Cached ``export`` lines kept at most (a random search has no repeated values to reuse).
 _LINE_CACHE_MAX = 100_000
+#: Indexing a sweep of at most this many points keeps them all (repeated indexing is then cheap); a
+#: larger one is read up to the point asked for each time.
+_HOLD_MAX = 100_000
 
 
 # ------------------------------------------------------------------------------------------ the plan
@@ -214,8 +217,9 @@ class SweepPoints(Sequence["Point"]):
     """The points of a sweep, produced on demand in their deterministic order.
 
     Iterating yields :class:`hpcjobs.sweep.expand.Point` objects (duplicates dropped, indices
-    0..N-1), exactly what :func:`hpcjobs.sweep.expand.expand` returns; indexing or slicing builds and
-    keeps the whole list once (for small sweeps and tests: iterate a large one instead).
+    0..N-1), exactly what :func:`hpcjobs.sweep.expand.expand` returns. Indexing or slicing a sweep of
+    up to :data:`_HOLD_MAX` points builds and keeps the whole list once; a larger one is read up to
+    the points asked for (``points[:20]`` of a million-point sweep reads 20).
 
     Args:
         spec: The validated ``sweep:`` section (``None``: one point without parameters).
@@ -265,9 +269,19 @@ class SweepPoints(Sequence["Point"]):
     def __getitem__(self, i: slice) -> Sequence[Point]: ...
 
     def __getitem__(self, i: int | slice) -> Point | Sequence[Point]:
-        if self._list is None:
+        if self._list is None and len(self) <= _HOLD_MAX:
             self._list = tuple(self)
-        return self._list[i]
+        if self._list is not None:
+            return self._list[i]
+        n = len(self)  # a large sweep: read up to the point(s) asked for, keep nothing
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            return tuple(itertools.islice(iter(self), start, max(start, stop), step)) if step > 0 else tuple(
+                self[j] for j in range(start, stop, step))
+        j = i + n if i < 0 else i
+        if not 0 <= j < n:
+            raise IndexError("sweep point index out of range")
+        return next(itertools.islice(iter(self), j, None))
 
     def __iter__(self) -> Iterator[Point]:
         from hpcjobs.sweep.expand import Point
