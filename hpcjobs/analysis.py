@@ -143,7 +143,7 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
         ``log_out`` and ``log_err``.
     """
     folder = find_sweep(sweep, root)
-    with Ledger.open(folder) as ledger:
+    with Ledger.open(folder, allow_read_only=True) as ledger:
         meta = ledger.meta
         job_ids = sorted({s.job_id for s in ledger.submissions(with_points=False)
                           if s.job_id and s.state == "submitted"})
@@ -155,7 +155,7 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
             jobs = query_sacct(start, job_ids=job_ids, cache=cache)
         else:
             jobs = empty_frame()
-    with Ledger.open(folder) as ledger:  # no accounting rows: the ids to match them by are not read
+    with Ledger.open(folder, allow_read_only=True) as ledger:  # no accounting rows: no ids to match them by
         points = _points(ledger, _COLUMNS if len(jobs) else _COLUMNS_UNMATCHED)
         params_text = ledger.params_json_lines()
     if points.empty:
