@@ -92,7 +92,7 @@ def test_site_scheduler_choices(tmp_path):
     (p,) = info.value.problems
     assert p.line == 2 and p.key == "scheduler"
     assert "did you mean 'slurm'" in p.message
-    assert set(p.choices) == {"slurm", "pbspro", "torque", "local"}
+    assert set(p.choices) == {"slurm", "pbspro", "torque", "local", "kubernetes", "swarm"}
 
 
 def test_site_default_partition_must_exist(tmp_path):

@@ -3,6 +3,9 @@
 Each point appends ``start <pid>`` and ``end <pid>`` to ``$HPCJOBS_RUN_DIR/log`` and holds an
 ``flock`` on ``$HPCJOBS_RUN_DIR/overlap.lock`` while it runs (the ``flock`` utility, util-linux):
 a second run of the same point that starts while the first is alive writes ``OVERLAP`` into the log.
+The script ignores SIGTERM from just before it writes ``end``: a run that logged ``end`` then exits 0,
+so a SIGTERM between its last line and its exit (a run the runner rightly records as killed) cannot
+look like a finished run done twice.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ exec 7>>"$HPCJOBS_RUN_DIR/overlap.lock"
 flock -n 7 || echo OVERLAP >> "$HPCJOBS_RUN_DIR/log"
 echo "start $$" >> "$HPCJOBS_RUN_DIR/log"
 {before}sleep "$dur"
+trap '' TERM
 echo "end $$" >> "$HPCJOBS_RUN_DIR/log"
 """
 
