@@ -267,9 +267,9 @@ def _communicate(proc: subprocess.Popen[bytes], data: bytes | None, out: _Captur
                 else:
                     sel.unregister(stream)
                     stream.close()  # type: ignore[union-attr]
-    for stream in (proc.stdin, proc.stdout, proc.stderr):
-        if stream is not None and not stream.closed:
-            stream.close()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None and not pipe.closed:
+            pipe.close()
     if not timed_out:
         try:
             proc.wait(timeout=max(deadline - time.monotonic(), 0.0))

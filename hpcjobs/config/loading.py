@@ -46,7 +46,7 @@ def is_text_key(path: KeyPath) -> bool:
                 nxt += _options(props[part], defs)
                 continue
             patterns = node.get("patternProperties", {})
-            matching = [sub for pattern, sub in patterns.items() if re.search(pattern, part)]
+            matching = [sub for pattern, sub in patterns.items() if re.search(pattern, str(part))]
             extra = node.get("additionalProperties")
             for sub in matching or [*patterns.values(), *([extra] if isinstance(extra, dict) else [])]:
                 nxt += _options(sub, defs)

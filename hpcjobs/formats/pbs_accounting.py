@@ -12,7 +12,7 @@ accounting DataFrame.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from zoneinfo import ZoneInfo
@@ -118,7 +118,7 @@ def parse_select(select: str) -> list[dict[str, str | int]]:
 GPU_RESOURCES = ("ngpus", "gpus", "gpu")
 
 
-def _gpu_count(resources: dict[str, str | int]) -> int | None:
+def _gpu_count(resources: Mapping[str, str | int]) -> int | None:
     """The GPUs one chunk names, under the first of :data:`GPU_RESOURCES` it has; ``None`` if none."""
     for name in GPU_RESOURCES:
         if name in resources:
@@ -160,7 +160,7 @@ def exec_vnode_totals(exec_vnode: str) -> dict[str, int]:
         items = piece.strip().split(":")
         if len(items) < 2:
             continue
-        res: dict[str, str | int] = dict(i.split("=", 1) for i in items[1:] if "=" in i)
+        res: Mapping[str, str | int] = dict(i.split("=", 1) for i in items[1:] if "=" in i)
         for name, v in (("ncpus", as_int(res["ncpus"]) if "ncpus" in res else None), ("ngpus", _gpu_count(res)),
                         ("mem", parse_size(res["mem"]) if "mem" in res else None)):
             if v is not None:
@@ -182,7 +182,7 @@ def parse_nodes_spec(spec: str) -> dict[str, int]:
         if not items or not items[0]:
             continue
         count = int(items[0]) if items[0].isdigit() else 1
-        props: dict[str, str | int] = dict(i.split("=", 1) for i in items[1:] if "=" in i)
+        props: Mapping[str, str | int] = dict(i.split("=", 1) for i in items[1:] if "=" in i)
         nodes += count
         cpus += count * (as_int(props.get("ppn")) or 1)
         gpus += count * (_gpu_count(props) or 0)

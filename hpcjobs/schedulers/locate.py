@@ -110,8 +110,8 @@ def locate_pbs_command(name: str, env: Mapping[str, str] | None = None) -> Locat
             raise CommandError((name,), None, "", f"{PBS_BIN_ENV}={folder} holds no executable {name}",
                                reason=f"could not be started ({PBS_BIN_ENV} does not hold it)")
     wrappers: list[str] = []
-    for folder in env.get("PATH", os.defpath).split(os.pathsep):
-        found = shutil.which(name, path=folder or ".")
+    for entry in env.get("PATH", os.defpath).split(os.pathsep):
+        found = shutil.which(name, path=entry or ".")
         if found is None:
             continue
         if is_slurm_wrapper(found):

@@ -34,8 +34,8 @@ from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.states import JobTag
 from hpcjobs.sweep.chunks import chunk_capacity, plan_chunks
 from hpcjobs.sweep.expand import Point, expand
+from hpcjobs.sweep.identity import sweep_root
 from hpcjobs.sweep.ledger import Ledger, SweepMeta, experiment_sha256, new_token
-from hpcjobs.sweep.prepare import sweep_root
 from hpcjobs.sweep.spec import SweepSpec
 
 

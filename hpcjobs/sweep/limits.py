@@ -69,8 +69,8 @@ def range_count(start: int | float, stop: int | float, step: int | float) -> int
         raise ValueError("range() step cannot be 0")
     if all(isinstance(a, int) for a in (start, stop, step)):
         if step > 0:
-            return max(0, (stop - start + step - 1) // step)
-        return max(0, (start - stop - step - 1) // -step)
+            return int(max(0, (stop - start + step - 1) // step))
+        return int(max(0, (start - stop - step - 1) // -step))
     try:
         span = (stop - start) / step
     except OverflowError:

@@ -255,7 +255,7 @@ def typed_column(values: Sequence[Scalar]) -> pd.api.extensions.ExtensionArray:
     if kinds and kinds <= {int}:
         return pd.array(values, dtype="Int64")
     if kinds and kinds <= {int, float}:
-        return pd.array([None if v is None else float(v) for v in values], dtype="Float64")  # type: ignore[arg-type]
+        return pd.array([None if v is None else float(v) for v in values], dtype="Float64")
     return pd.array([None if v is None else str(v) for v in values], dtype="string")
 
 

@@ -134,7 +134,7 @@ def jobstats_summary(text: str | None) -> tuple[int | None, int | None]:
         return None, None
     nodes = doc.get("nodes") if isinstance(doc, dict) else None
     utils: list[float] = []
-    mems: list[int] = []
+    mems: list[int | float] = []
     for node in nodes.values() if isinstance(nodes, dict) else []:
         if not isinstance(node, dict):
             continue
