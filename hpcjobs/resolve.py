@@ -21,7 +21,7 @@ from hpcjobs.launch.settings import LaunchSettings, launch_problems, resolve_lau
 from hpcjobs.schedulers.base import ArraySpec
 from hpcjobs.units import format_memory_human, format_walltime_slurm
 
-__all__ = ["JobSecret", "ResolvedJob", "directive_names", "resolve"]
+__all__ = ["JobSecret", "ResolvedJob", "directive_names", "request_problems", "resolve"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,8 @@ class ResolvedJob:
     secrets: tuple[JobSecret, ...] = ()
     warnings: tuple[str, ...] = ()
     site_file: str = ""
+    #: Mail from the scheduler: ``(address, events)`` with events from ``begin``, ``end``, ``fail``.
+    notify: tuple[str, tuple[str, ...]] | None = None
 
     @property
     def scheduler(self) -> str:
@@ -146,6 +148,21 @@ def _qos_limit_problems(exp: Experiment, site: SiteConfig, walltime: int | None,
         out.append(("resources.gpus_per_node", f"{gpus} GPUs per job requested (nodes × gpus_per_node), "
                     f"{where} allows at most {limits.max_gpus_per_job}"))
     return out
+
+
+def request_problems(exp: Experiment, site: SiteConfig, partition: str) -> list[tuple[str, str]]:
+    """Why ``exp`` would be refused on ``partition`` of ``site`` before submission, as (key, message) pairs.
+
+    The same checks :func:`resolve` makes: the partition's limits (with its default wall time when the
+    experiment names none) and the ``qos_limits`` of the QOS the job runs under (``exp.qos``, else the
+    site's ``default_qos``). An empty list: the request fits.
+
+    Raises:
+        KeyError: ``partition`` is not one of the site's partitions.
+    """
+    part = site.partitions[partition]
+    walltime = exp.resources.walltime or part.default_walltime
+    return _fit_problems(exp, walltime, exp.resources.memory, part) + _qos_limit_problems(exp, site, walltime, "")
 
 
 def _choose_partition(exp: Experiment, site: SiteConfig, doc: YamlDocument | None, site_file: str) -> str | None:
@@ -251,6 +268,8 @@ def resolve(
     env.update(all_params)
     body = exp.command if exp.command else (exp.script or "")
     warnings = _secret_warnings(exp, doc)
+    if exp.notify is not None and site.scheduler not in ("slurm", "pbspro", "torque"):
+        warnings += (f"notify: the {site.scheduler} site {site.name} sends no mail; notify is ignored",)
     for text in warnings:
         log.warning("warning: %s", text)
     return ResolvedJob(
@@ -281,6 +300,7 @@ def resolve(
         secrets=tuple(JobSecret(name, s.env, s.file) for name, s in exp.secrets.items()),
         warnings=warnings,
         site_file=site_file,
+        notify=(exp.notify.email, tuple(exp.notify.on)) if exp.notify is not None else None,
     )
 
 

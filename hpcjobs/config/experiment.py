@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
+from hpcjobs.config.pipeline import Notify, Upstream, after_json_schema, short_upstreams
 from hpcjobs.config.types import (
     DirectivePath,
     EnvName,
@@ -176,6 +177,22 @@ class Experiment(StrictModel):
         "{file: metrics.json}, {file: epochs.csv, reduce: max:val_acc}, {stdout_regex: 'acc=(?P<acc>[0-9.]+)'}, "
         "or a list of them; paths are relative to the point's run folder ($HPCJOBS_RUN_DIR).",
     )
+
+    after: list[Upstream] = Field(
+        default_factory=list, json_schema_extra=after_json_schema,
+        description="Upstreams this experiment waits for (pipelines): experiment files (relative to this file), "
+        "sweep ids or names, or job ids of `hpcjobs submit`, each with when: ok (default; afterok), any or done "
+        "(afterany), e.g. [prep.yaml] or [{sweep: prep.yaml, when: any}]. Submit the upstream first.",
+    )
+    notify: Notify | None = Field(
+        None, description="Mail from the scheduler, e.g. {email: me@example.org, on: [begin, end, fail]} "
+        "(Slurm --mail-user/--mail-type, PBS -M/-m).",
+    )
+
+    @field_validator("after", mode="before")
+    @classmethod
+    def _after_list(cls, value: object) -> object:
+        return short_upstreams(value)
 
     @field_validator("results", mode="before")
     @classmethod

@@ -59,6 +59,7 @@ def slurm_directives(job: ResolvedJob) -> list[Directive]:
         d.append(("signal", f"--signal=B:{job.launch.signal}@{job.launch.signal_seconds}"))
         d.append(("requeue", "--requeue"))
         d.append(("open-mode", "--open-mode=append"))  # a requeued run appends to the same log files
+    d += _slurm_mail(job)
     array = _slurm_array(job)
     pattern = "%x-%A_%a" if array else "%x-%j"
     d.append(("output", f"--output={job.output_dir}/{pattern}.out"))
@@ -66,6 +67,30 @@ def slurm_directives(job: ResolvedJob) -> list[Directive]:
     if array:
         d.append(("array", f"--array={array}"))
     return d
+
+
+#: ``notify.on`` events → Slurm ``--mail-type`` values and PBS ``-m`` letters (sbatch(1): BEGIN, END, FAIL;
+#: qsub(1B) of OpenPBS and Torque: b = begins, e = terminates, a = aborted by the batch system).
+_SLURM_MAIL = {"begin": "BEGIN", "end": "END", "fail": "FAIL"}
+_PBS_MAIL = {"begin": "b", "end": "e", "fail": "a"}
+
+
+def _slurm_mail(job: ResolvedJob) -> list[Directive]:
+    """``--mail-user`` and ``--mail-type`` of ``notify`` (an array mails once for the whole array)."""
+    if job.notify is None:
+        return []
+    email, events = job.notify
+    return [("mail-user", f"--mail-user={email}"),
+            ("mail-type", "--mail-type=" + ",".join(_SLURM_MAIL[e] for e in events))]
+
+
+def _pbs_mail(job: ResolvedJob) -> list[Directive]:
+    """``-M`` and ``-m`` of ``notify`` (PBS Pro and Torque; an array mails as one job, without ``j``)."""
+    if job.notify is None:
+        return []
+    email, events = job.notify
+    letters = "".join(letter for e, letter in _PBS_MAIL.items() if e in events)
+    return [("M", f"-M {email}"), ("m", f"-m {letters}")]
 
 
 def _pbs_head(job: ResolvedJob) -> list[Directive]:
@@ -103,7 +128,7 @@ def pbspro_directives(job: ResolvedJob) -> list[Directive]:
         stem = f"{job.output_dir}/{job.name}"
     d.append(("o", f"-o {stem}.out"))
     d.append(("e", f"-e {stem}.err"))
-    return d
+    return d + _pbs_mail(job)
 
 
 def torque_directives(job: ResolvedJob) -> list[Directive]:
@@ -125,7 +150,7 @@ def torque_directives(job: ResolvedJob) -> list[Directive]:
         d.append(("t", f"-t {torque_array_argument(job.array)}"))
     d.append(("o", f"-o {job.output_dir}/{job.name}.out"))
     d.append(("e", f"-e {job.output_dir}/{job.name}.err"))
-    return d
+    return d + _pbs_mail(job)
 
 
 def local_directives(job: ResolvedJob) -> list[Directive]:
@@ -157,7 +182,7 @@ def _directive_key(job: ResolvedJob) -> tuple[object, ...]:
     """Everything directives depend on (not the environment, setup or parameters of a sweep point)."""
     return (id(job.site), job.name, job.partition, job.account, job.qos, job.nodes, job.tasks_per_node,
             job.cpus_per_task, job.gpus_per_node, job.gpu_type, job.memory_per_node, job.walltime, job.exclusive,
-            job.output_dir, job.extra_directives, job.array)
+            job.output_dir, job.extra_directives, job.array, job.notify)
 
 
 def build_directives(job: ResolvedJob) -> list[str]:

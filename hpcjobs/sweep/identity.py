@@ -117,9 +117,18 @@ def name_of(sweep_id: str) -> str:
 # ------------------------------------------------------------------------------------------- the id
 
 
+#: Keys added to the experiment after sweeps were first identified, left out of the digest while unset
+#: (empty or null), so that adding them to the schema does not change the id of any existing sweep.
+OMITTED_WHEN_UNSET: tuple[str, ...] = ("after", "notify")
+
+
 def experiment_digest(experiment: Experiment) -> str:
     """SHA-256 of the experiment's meaning: the validated model as canonical JSON (sorted keys)."""
-    text = json.dumps(experiment.model_dump(mode="json"), sort_keys=True, separators=(",", ":"),
+    data = experiment.model_dump(mode="json")
+    for key in OMITTED_WHEN_UNSET:
+        if data.get(key) in (None, [], {}):
+            data.pop(key, None)
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"),
                       ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
