@@ -233,6 +233,10 @@ def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refres
                    "submitted again (--new submits another)")
     if sub.stdout is not None:
         click.echo(f"logs: {sub.stdout} and {sub.stderr}")
+    elif sub.scheduler in ("swarm", "kubernetes"):
+        from hpcjobs.sweep.logs import log_command
+
+        click.echo(f"logs: {log_command(sub.scheduler, sub.job_id)}")
     click.echo(f"follow it with: hpcjobs status {sub.job_id} · hpcjobs logs {sub.job_id} -f")
 
 

@@ -127,6 +127,9 @@ def default_log_files(rendered: RenderedScript) -> bool:
     """Whether the job's stdout and stderr go where hpcjobs's own directives put them (not an array,
     and no ``--output``/``--error``/``-o``/``-e`` directive of the experiment's)."""
     job = rendered.job
+    containers = job.site.swarm if job.scheduler == "swarm" else job.site.kubernetes
+    if job.scheduler in ("swarm", "kubernetes") and containers is not None and not containers.mount_run_folders:
+        return False  # the script's files would stay in the container: the scheduler's log command shows them
     own = " ".join(job.extra_directives)
     return job.array is None and not any(flag in own for flag in ("--output", "--error", "-o ", "-e "))
 

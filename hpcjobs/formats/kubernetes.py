@@ -252,6 +252,11 @@ def job_statuses(items: Iterable[Mapping[str, Any]]) -> list[JobStatus]:
                 out.append(_indexed_record(chunk, namespace, index, group, indexed_job))
             else:
                 out.append(_pod_record(chunk, namespace, index, group, job))
+            info = tasks_in_name(chunk)
+            if index == 0 and info is not None and info[0] == 1:  # a single job: also under the job's own id
+                rec = out[-1]
+                out.append(JobStatus(job_id=f"{namespace}/{chunk}", state=rec.state, state_raw=rec.state_raw,
+                                     exit_code=rec.exit_code, reason=rec.reason, name=chunk))
     return out
 
 

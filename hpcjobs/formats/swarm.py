@@ -17,6 +17,10 @@ tasks. What the parsers rely on, from the docker CLI and swarmkit sources and se
   nor a completed task). The Swarm template lets only the first task of a slot run the job; a
   later task of the slot finds its claim and exits 0. So the first task of a slot that started the
   script says how the point ended.
+* Swarm has no time limit: the script stops itself at the job's wall time and exits 124 (as GNU
+  ``timeout`` does), read as TIMEOUT. ``docker service ps`` does not say that a task was killed for
+  its memory limit (``task: non-zero exit (137)``, FAILED); the container's ``docker inspect``
+  (``State.OOMKilled``) does, which the accounting reader uses (:mod:`hpcjobs.accounting.sources.swarm`).
 * ``docker service ls --format '{{json .}}'`` prints ``ID`` (12 characters), ``Name``, ``Mode``,
   ``Replicas`` ("1/2 (3/6 completed)"), ``Image``, ``Ports`` (``cli/command/service/formatter.go``).
 
@@ -48,6 +52,8 @@ _PREFIX_MAX = 20
 _HASH_RE = re.compile(r"(?P<name>.+)-(?P<hash>[0-9a-f]{8})")
 _EXIT_RE = re.compile(r"non-zero exit \((\d+)\)")
 
+#: The exit status of a task the script stopped at its wall time (``templates/swarm.sh.j2``, as GNU timeout).
+WALLTIME_EXIT = 124
 #: Task states (swarmkit api TaskState, as the CLI prints them) before the container runs.
 WAITING = frozenset({"New", "Allocated", "Pending", "Assigned", "Accepted", "Preparing", "Ready", "Starting"})
 #: Desired states of a task Swarm is stopping or has removed.
@@ -187,6 +193,8 @@ def _status(service: str, slot: int, task: Task, cancelled: bool) -> JobStatus:
     raw, code, reason = task.state, task.exit_code, task.error or None
     if task.state == "Complete":
         state = st.COMPLETED
+    elif task.state == "Failed" and code == WALLTIME_EXIT:
+        state, raw = st.TIMEOUT, "Failed (wall time)"
     elif task.state == "Failed" and code is not None:
         state = st.FAILED
     elif task.state == "Running":
@@ -204,7 +212,7 @@ def _status(service: str, slot: int, task: Task, cancelled: bool) -> JobStatus:
     if state == st.CANCELLED and task.state not in ("Shutdown", "Remove", "Orphaned"):
         raw = f"{raw} (cancelled)"
     return JobStatus(job_id=f"{service}.{slot}", state=state, state_raw=raw, array_job_id=service,
-                     array_task_id=slot, exit_code=code if state in (st.COMPLETED, st.FAILED) else None,
+                     array_task_id=slot, exit_code=code if state in (st.COMPLETED, st.FAILED, st.TIMEOUT) else None,
                      reason=reason, name=service)
 
 
@@ -226,6 +234,7 @@ def job_statuses(tasks: Iterable[Task]) -> list[JobStatus]:
     out: list[JobStatus] = []
     for service, by_slot in slots.items():
         is_cancelled = service in cancelled
+        first = len(out)
         for slot, group in sorted(by_slot.items()):
             rec = _status(service, slot, _decided(group), is_cancelled)
             if is_cancelled and rec.state not in st.TERMINAL_STATES:
@@ -233,12 +242,20 @@ def job_statuses(tasks: Iterable[Task]) -> list[JobStatus]:
                                 reason=rec.reason, name=service)
             out.append(rec)
         total = tasks_in_name(service)
+        if total == 1 and 0 in by_slot:  # a single job (hpcjobs submit) is recorded under the service name
+            out.append(_plain(out[first]))
         if is_cancelled and total:
             missing = [i for i in range(total) if i not in by_slot]
             if missing:
                 out.append(JobStatus(job_id=service, state=st.CANCELLED, state_raw="cancelled before it started",
                                      array_job_id=service, array_task_spec=_ranges(missing), name=service))
     return out
+
+
+def _plain(rec: JobStatus) -> JobStatus:
+    """The record of a one-task job under the job's own id (how the ledger of a single job asks for it)."""
+    return JobStatus(job_id=rec.array_job_id or rec.job_id, state=rec.state, state_raw=rec.state_raw,
+                     exit_code=rec.exit_code, reason=rec.reason, name=rec.name)
 
 
 def _ranges(indices: Sequence[int]) -> str:

@@ -142,11 +142,25 @@ def single_job_log_paths(scheduler: str, name: str, output_dir: str, job_id: str
 
     Slurm: ``<output_dir>/<name>-<job id>.out`` (``--output=<output_dir>/%x-%j.out``); PBS Pro and
     Torque: ``<output_dir>/<name>.out`` (``-o``; copied there when the job ends, unless the site
-    writes directly), relative to the submit directory.
+    writes directly); Docker Swarm and Kubernetes: ``<output_dir>/<name>-<service or chunk name>.out``
+    (the script sends its output there, in the mounted submit directory); relative to the submit directory.
     """
-    stem = f"{name}-{job_id.split('.')[0]}" if scheduler in ("slurm", "local") else name
+    if scheduler in ("swarm", "kubernetes"):  # written by the script (templates/swarm.sh.j2, kubernetes.sh.j2)
+        stem = f"{name}-{job_id.rsplit('/', 1)[-1]}"
+    else:
+        stem = f"{name}-{job_id.split('.')[0]}" if scheduler in ("slurm", "local") else name
     base = Path(submit_dir) / output_dir
     return base / f"{stem}.out", base / f"{stem}.err"
+
+
+def log_command(scheduler: str, job_id: str) -> str:
+    """The command that shows what a Swarm service or a Kubernetes chunk printed (``""`` for other schedulers)."""
+    import shlex
+
+    from hpcjobs.schedulers.registry import get_backend
+
+    argv = getattr(get_backend(scheduler), "logs_argv", None)
+    return shlex.join(argv(job_id)) if argv is not None else ""
 
 
 def _single_logs(folder: Path, meta: Any, record: Any, attempts: Sequence[dict[str, Any]],
@@ -163,6 +177,10 @@ def _single_logs(folder: Path, meta: Any, record: Any, attempts: Sequence[dict[s
     if not job_id:
         raise ConfigError(ConfigProblem(f"job {meta.sweep_id} has no job id ({state}): it was never submitted, "
                                         "so it has no output", key="job"))
+    if not extra.get("default_logs", True) and meta.scheduler in ("swarm", "kubernetes"):
+        command = log_command(meta.scheduler, job_id)
+        raise ConfigError(ConfigProblem(f"job {job_id}: the site does not mount the submit directory into the job, "
+                                        f"so its output is only in the scheduler's log: {command}", key="job"))
     if not extra.get("default_logs", True):
         raise ConfigError(ConfigProblem(f"job {job_id}: the experiment's own directives (--output/-o) choose its "
                                         "output files; look there", key="job"))
@@ -310,5 +328,6 @@ def point_log_preamble() -> tuple[str, ...]:
     )
 
 
-__all__ = ["LOG_ERR", "LOG_OUT", "POINTS_DIR", "BoundedReadError", "PointLogs", "follow", "point_log_preamble",
+__all__ = ["LOG_ERR", "LOG_OUT", "POINTS_DIR", "BoundedReadError", "PointLogs", "follow", "log_command",
+           "point_log_preamble",
            "read_bounded", "scheduler_log_stem", "single_job_log_paths", "sweep_logs", "tail_text"]

@@ -43,6 +43,15 @@ _LEDGER = "ledger.sqlite"
 #: What a job id looks like: Slurm ``1234`` (``1234_5`` for an array task), PBS ``1234.server``,
 #: ``12[].server``, ``12[3].server``.
 JOB_ID_RE = re.compile(r"\d+(?:_\d+|\[\d*\])?(?:\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)?")
+#: The job ids hpcjobs chooses on Docker Swarm (the service name) and Kubernetes (``<namespace>/<chunk>``):
+#: ``<experiment>-<sweep hash or x>-<chunk>-<tasks>[i]-<token>`` (:mod:`hpcjobs.formats.swarm`, ``kubernetes``).
+CONTAINER_JOB_ID_RE = re.compile(r"(?:[a-z0-9][a-z0-9-]*/)?[A-Za-z0-9][A-Za-z0-9_-]*-(?:[0-9a-f]{8}|x)-\d+-\d+i?"
+                                 r"-[0-9a-f]{8,32}")
+
+
+def is_job_id(text: str) -> bool:
+    """Whether ``text`` is spelled like a scheduler's job id (Slurm, PBS, or the Swarm/Kubernetes names)."""
+    return bool(text) and (JOB_ID_RE.fullmatch(text) is not None or CONTAINER_JOB_ID_RE.fullmatch(text) is not None)
 _REQUEST_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
@@ -276,7 +285,7 @@ def find_single(text: str, root: str | Path | None = None) -> Path | None:
         ConfigError: A name several single jobs share (the candidates are listed with their job ids).
     """
     base = find_sweep_root(root).path / SINGLES_DIR
-    job_id = bool(text) and JOB_ID_RE.fullmatch(text) is not None
+    job_id = is_job_id(text)
     if not base.is_dir() or not text:
         return _by_user_index(text) if job_id else None
     if job_id:
@@ -369,6 +378,6 @@ def list_singles(root: str | Path | None = None, *, poll: bool = False,
     return base, rows
 
 
-__all__ = ["INDEX_FILE", "JOB_ID_RE", "KIND", "SINGLES_DIR", "SingleJob", "SingleRow", "count_singles", "find_single",
-           "index_job", "job_ids_match", "list_singles", "read_single", "settle_exit_code", "single_job_of",
-           "singles_root", "sweep_job_hint"]
+__all__ = ["CONTAINER_JOB_ID_RE", "INDEX_FILE", "JOB_ID_RE", "KIND", "SINGLES_DIR", "SingleJob", "SingleRow",
+           "count_singles", "find_single", "index_job", "is_job_id", "job_ids_match", "list_singles", "read_single",
+           "settle_exit_code", "single_job_of", "singles_root", "sweep_job_hint"]

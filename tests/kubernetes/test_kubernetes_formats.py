@@ -206,3 +206,13 @@ def test_site_and_job_refusals(tmp_path: Path) -> None:
     exp.write_text("name: s\ncommand: echo hi\nsecrets:\n  TOKEN: {env: HOME}\n")
     with pytest.raises(ConfigError, match="does not pass the submitter's environment"):
         render_experiment(exp, site="k8s-testbed")
+
+
+@pytest.mark.parametrize("name", ["get-jobs-pods-deadline-pod-terminating-oomkilled.json",
+                                  "get-jobs-pods-deadline-oomkilled-settled.json"])
+def test_deadline_exceeded_is_timeout_and_oomkilled_out_of_memory(name: str) -> None:
+    # point 0 slept past activeDeadlineSeconds (its pod still running, then deleted), point 1 outgrew 64Mi
+    records = fmt.parse_get(_read(name))
+    assert _states(records) == {0: (st.TIMEOUT, None), 1: (st.OUT_OF_MEMORY, 137)}
+    assert {r.array_task_id: (r.state_raw, r.reason) for r in records} == {
+        0: ("DeadlineExceeded", None), 1: ("BackoffLimitExceeded", "OOMKilled")}

@@ -86,8 +86,10 @@ def test_cancelled_service_once_swarm_deleted_the_stopped_tasks() -> None:
 
 
 def test_a_task_refused_before_it_ran_is_pending_because_swarm_tries_again() -> None:
-    (rec,) = fmt.parse_service_ps(_read("ps-rejected-mount.jsonl"))
+    rec, plain = fmt.parse_service_ps(_read("ps-rejected-mount.jsonl"))
     assert (rec.state, rec.state_raw, rec.array_task_id) == (st.PENDING, "Rejected (Swarm retries)", 0)
+    # a one-task service (a single job of `hpcjobs submit`) is also reported under its own name
+    assert (plain.job_id, plain.array_job_id, plain.state) == (rec.array_job_id, None, st.PENDING)
     assert rec.reason == 'invalid mount config for type "bind": bind source path does not exist: /nonexistent/hpcjobs'
 
 
@@ -294,3 +296,10 @@ def test_twelve_task_job_while_two_run() -> None:
     records = fmt.parse_service_ps(_read("ps-12-tasks-running-pending.jsonl"))
     assert _by_slot(records) == {0: (st.COMPLETED, 0), 1: (st.RUNNING, None), 2: (st.PENDING, None),
                                  3: (st.RUNNING, None), 4: (st.PENDING, None)}  # slots 5-11: no task yet
+
+
+def test_a_task_stopped_at_its_wall_time_is_timeout_and_one_killed_for_memory_failed() -> None:
+    # slot 0 slept past its 5 s wall time (the script exited 124), slot 1 outgrew its 64 MiB limit
+    records = fmt.parse_service_ps(_read("ps-walltime-124-oom-137.jsonl"))
+    assert _by_slot(records) == {0: (st.TIMEOUT, 124), 1: (st.FAILED, 137)}
+    assert {r.array_task_id: r.state_raw for r in records} == {0: "Failed (wall time)", 1: "Failed"}

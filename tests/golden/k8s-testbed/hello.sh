@@ -20,6 +20,8 @@ set -eo pipefail
 # The pod's index: JOB_COMPLETION_INDEX in an Indexed Job, HPCJOBS_K8S_INDEX in a Job of one point.
 export HPCJOBS_TASK_INDEX="${JOB_COMPLETION_INDEX:-${HPCJOBS_K8S_INDEX:?not started by hpcjobs on Kubernetes}}"
 export HPCJOBS_JOB_ID="${HPCJOBS_K8S_JOB:-}"
+# A single job's output goes to files in the submit directory, which is mounted (hpcjobs logs JOB_ID shows them).
+exec >>hpcjobs-logs/hello-"$HPCJOBS_JOB_ID".out 2>>hpcjobs-logs/hello-"$HPCJOBS_JOB_ID".err
 
 export OMP_NUM_THREADS=1
 export GREETING='Hello from hpcjobs'

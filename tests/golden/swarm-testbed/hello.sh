@@ -34,6 +34,8 @@ if ! mkdir "$hpcjobs_claims/$HPCJOBS_TASK_INDEX" 2>/dev/null; then
     echo "hpcjobs: task $HPCJOBS_TASK_INDEX of $HPCJOBS_JOB_ID already ran; Swarm started it again: not running it twice" >&2
     exit 0
 fi
+# A single job's output goes to files in the submit directory, which is mounted (hpcjobs logs JOB_ID shows them).
+exec >>hpcjobs-logs/hello-"$HPCJOBS_JOB_ID".out 2>>hpcjobs-logs/hello-"$HPCJOBS_JOB_ID".err
 # Swarm has no time limit: after the wall time, stop the job and exit 124 (as GNU timeout does).
 trap 'exit 124' USR1
 ( sleep 300; echo "hpcjobs: wall time of 300 s reached: stopping the job" >&2
