@@ -19,8 +19,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -28,6 +30,9 @@ from hpcjobs.accounting.reports.sweeps import SWEEP_FATE_COLUMNS, sweep_frame
 from hpcjobs.accounting.schema import empty_frame
 from hpcjobs.sweep.api import find_sweep
 from hpcjobs.sweep.ledger import Ledger
+
+if TYPE_CHECKING:
+    from hpcjobs.accounting.report_source import ReportFilters
 
 #: The ledger's columns load_sweep reads, with their Arrow types.
 _COLUMNS = (("point_id", "string"), ("index", "int64"), ("job_id", "string"), ("array_job_id", "string"),
@@ -186,3 +191,99 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
         rename = {c: f"result_{c}" for c in found.columns if c != "point_id" and c in frame.columns}
         return pd.concat([frame, found.drop(columns="point_id").rename(columns=rename)], axis=1)
     return join_results(frame, found)
+
+
+def sweep_attempts_frame(ledger: Ledger) -> pd.DataFrame:
+    """One row per attempt of every point of a sweep: its current attempt (``final``) and the attempts a
+    resubmission replaced, with the point's parameters (one typed column each).
+
+    Returns:
+        :data:`hpcjobs.accounting.reports.sweeps.ATTEMPT_COLUMNS`, then the parameters (a parameter named
+        like one of those columns gets a ``param_`` prefix); in point order, earlier attempts first.
+    """
+    from hpcjobs.accounting.reports.sweeps import ATTEMPT_COLUMNS
+
+    meta = ledger.meta
+    current = _points(ledger, _COLUMNS).rename(columns={"state": "ledger_state", "exit_code": "ledger_exit_code"})
+    params = params_frame(ledger.params_json_lines()) if len(current) else pd.DataFrame(index=current.index)
+    params = params.rename(columns={c: f"param_{c}" for c in params.columns if c in ATTEMPT_COLUMNS})
+    current = pd.concat([current, params], axis=1)
+    current["final"] = True
+    earlier_cols = ledger.earlier_attempt_columns()
+    earlier = pd.DataFrame({
+        "point_id": pd.array(earlier_cols["point_id"], dtype="string"),
+        "attempt": pd.array(earlier_cols["attempt"], dtype="Int64"),
+        "chunk": pd.array(earlier_cols["chunk"], dtype="Int64"),
+        "array_job_id": pd.array(earlier_cols["array_job_id"], dtype="string"),
+        "array_index": pd.array(earlier_cols["array_index"], dtype="Int64"),
+        "job_id": pd.array(earlier_cols["job_id"], dtype="string"),
+        "ledger_state": pd.array(earlier_cols["state"], dtype="string"),
+        "ledger_exit_code": pd.array(earlier_cols["exit_code"], dtype="Int64"),
+    })
+    by_point = current.set_index("point_id")
+    for col in ("index", *params.columns):
+        earlier[col] = pd.array(earlier["point_id"].map(by_point[col]), dtype=by_point[col].dtype)
+    earlier["final"] = False
+    frame = pd.concat([earlier, current], ignore_index=True) if len(earlier) else current.reset_index(drop=True)
+    frame["sweep_id"] = pd.array([meta.sweep_id] * len(frame), dtype="string")
+    frame["ledger_state"] = frame["ledger_state"].astype("string")
+    frame = frame.sort_values(["index", "attempt"], kind="stable").reset_index(drop=True)
+    return frame[[*ATTEMPT_COLUMNS, *params.columns]]
+
+
+@dataclass
+class SweepReportData:
+    """What ``hpcjobs report --sweep`` reports on.
+
+    Attributes:
+        sweep_id: The sweep.
+        jobs: The schema rows the report counts: each point's final attempt (or every attempt).
+        attempts: The sweep's attempts from its ledger (:func:`sweep_attempts_frame`), or ``None`` when the
+            sweep is not on this machine (the accounting data alone: every attempt counts).
+        all_attempts: Whether ``jobs`` holds the replaced attempts too.
+    """
+
+    sweep_id: str
+    jobs: pd.DataFrame
+    attempts: pd.DataFrame | None
+    all_attempts: bool
+
+
+def load_sweep_report(filters: ReportFilters, *, all_attempts: bool = False, **read: Any) -> SweepReportData:
+    """The accounting rows of one sweep (``filters.sweep``), each point counted once by its final attempt.
+
+    The sweep is the one ``status``/``cancel``/``resubmit`` would take (exact id, name, unique prefix or
+    folder, on this machine), else the sweep id in the accounting data it matches the same way. With
+    the sweep's ledger at hand, a live query starts an hour before the sweep was planned when no
+    ``since`` is given.
+
+    Args:
+        filters: The report's filters; ``sweep`` is required.
+        all_attempts: Keep the attempts a resubmission replaced.
+        **read: What :func:`hpcjobs.accounting.report_source.load_report_frame` takes besides the filters.
+
+    Raises:
+        ConfigError: No sweep given, no such sweep (here or in the data), or an ambiguous one (exit 2).
+    """
+    from dataclasses import replace
+
+    from hpcjobs.accounting.report_source import load_report_frame, local_sweep
+    from hpcjobs.accounting.reports.sweeps import final_attempts
+    from hpcjobs.errors import ConfigError
+
+    if not filters.sweep:
+        raise ConfigError("a sweep report needs --sweep")
+    folder = local_sweep(filters.sweep)
+    if folder is None:
+        df = load_report_frame(filters, **read)
+        ids = df["sweep_id"].dropna().astype(str).unique().tolist()
+        return SweepReportData(ids[0] if len(ids) == 1 else filters.sweep, df, None, True)
+    with Ledger.open(folder, allow_read_only=True) as ledger:
+        meta = ledger.meta
+        attempts = sweep_attempts_frame(ledger)
+    if filters.since is None and read.get("from_file") is None:
+        filters = replace(filters, since=datetime.fromtimestamp(meta.created_at, tz=timezone.utc) - timedelta(hours=1))
+    df = load_report_frame(replace(filters, sweep=meta.sweep_id), **read)
+    if not all_attempts:
+        df = final_attempts(df, attempts)
+    return SweepReportData(meta.sweep_id, df, attempts, all_attempts)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -348,6 +348,23 @@ def load_report_frame(filters: ReportFilters, *, from_file: str | os.PathLike[st
     return apply_filters(df, filters)
 
 
+def local_sweep(name: str) -> Path | None:
+    """The folder of the sweep ``name`` means on this machine (exact id, then name, then a unique prefix, or a
+    folder path: see :func:`hpcjobs.sweep.identity.find_sweep`), or ``None`` when there is no such sweep here.
+
+    Raises:
+        ConfigError: The name or prefix is ambiguous among this machine's sweeps (the candidates listed; exit 2).
+    """
+    from hpcjobs.sweep.identity import find_sweep
+
+    try:
+        return find_sweep(name)
+    except ConfigError as exc:
+        if any(p.message.startswith("ambiguous") for p in exc.problems):
+            raise
+        return None
+
+
 def resolve_sweep_name(name: str, ids_in_data: Sequence[str]) -> str:
     """The sweep id ``--sweep`` means, as ``status``/``cancel``/``resubmit`` read it.
 
@@ -358,13 +375,12 @@ def resolve_sweep_name(name: str, ids_in_data: Sequence[str]) -> str:
     Raises:
         ConfigError: No sweep matches (the data's sweeps are listed), or the name is ambiguous (exit 2).
     """
-    from hpcjobs.sweep.identity import find_sweep
-
-    try:
-        return find_sweep(name).name
-    except ConfigError:
-        pass
-    for match in (lambda i: i == name, lambda i: i.rsplit("-", 1)[0] == name, lambda i: i.startswith(name)):
+    folder = local_sweep(name)
+    if folder is not None:
+        return folder.name
+    rules: tuple[Callable[[str], bool], ...] = (lambda i: i == name, lambda i: i.rsplit("-", 1)[0] == name,
+                                                lambda i: i.startswith(name))
+    for match in rules:
         found = sorted({i for i in ids_in_data if match(i)})
         if len(found) == 1:
             return found[0]

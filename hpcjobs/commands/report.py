@@ -77,7 +77,11 @@ def _print_tables(tables: dict[str, Any], max_rows: int) -> None:
 @click.option("--account", "accounts", multiple=True, metavar="NAME", help="Only these accounts (repeatable).")
 @click.option("--partition", "partitions", multiple=True, metavar="NAME",
               help="Only these partitions/queues (repeatable).")
-@click.option("--sweep", metavar="ID", help="Only the jobs of this hpcjobs sweep.")
+@click.option("--sweep", metavar="SWEEP", help="Only the jobs of this hpcjobs sweep (id, name, unique prefix or "
+              "folder, as status takes it), each point counted by its final attempt, with the parameter columns, a "
+              "per-point table and failures by parameter value.")
+@click.option("--all-attempts", is_flag=True, help="With --sweep: count the attempts a resubmission replaced too "
+              "(marked by the attempt and replaced columns of --jobs).")
 @click.option("--scheduler", type=click.Choice(["slurm", "pbspro", "torque"]),
               help="Scheduler (default slurm for a live query; with --from-file it settles PBS vs Torque).")
 @click.option("--from-file", type=click.Path(exists=True), metavar="PATH",
@@ -106,9 +110,9 @@ def _print_tables(tables: dict[str, Any], max_rows: int) -> None:
               help="Write a self-contained HTML report.")
 @handle_errors
 def report(since: str | None, until: str | None, users: tuple[str, ...], all_users: bool, accounts: tuple[str, ...],
-           partitions: tuple[str, ...], sweep: str | None, scheduler: str | None, from_file: str | None,
-           tz: str | None, sacct_fields: str | None, delimiter: str | None, gpu_logs: str | None, section: str,
-           table_name: str | None,
+           partitions: tuple[str, ...], sweep: str | None, all_attempts: bool, scheduler: str | None,
+           from_file: str | None, tz: str | None, sacct_fields: str | None, delimiter: str | None,
+           gpu_logs: str | None, section: str, table_name: str | None,
            top: int, per_job: bool, columns: str | None, as_csv: bool, as_json: bool, plot_dir: str | None,
            plot_format: str, html_file: str | None) -> None:
     """Efficiency and waste, queue wait and failures of finished jobs.
@@ -125,14 +129,24 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
 
     if as_csv and as_json:
         raise ConfigError("choose one of --csv and --json")
+    if all_attempts and not sweep:
+        raise ConfigError(ConfigProblem("--all-attempts goes with --sweep", key="--all-attempts"))
     filters = ReportFilters(
         since=parse_when(since) if since else None, until=parse_when(until, option="--until") if until else None,
         users=users, accounts=accounts, partitions=partitions, sweep=sweep)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SkippedRecordsWarning)
-        df = load_report_frame(filters, from_file=from_file, scheduler=scheduler, tz=tz,
-                               sacct_fields=sacct_fields.split(",") if sacct_fields else None, all_users=all_users,
-                               delimiter=delimiter)
+        read: dict[str, Any] = {"from_file": from_file, "scheduler": scheduler, "tz": tz, "all_users": all_users,
+                                "sacct_fields": sacct_fields.split(",") if sacct_fields else None,
+                                "delimiter": delimiter}
+        attempts = None
+        if sweep:
+            from hpcjobs.analysis import load_sweep_report
+
+            data = load_sweep_report(filters, all_attempts=all_attempts, **read)
+            df, attempts = data.jobs, data.attempts
+        else:
+            df = load_report_frame(filters, **read)
     for w in caught:
         if issubclass(w.category, SkippedRecordsWarning):
             click.echo(f"warning: {w.message}", err=True)
@@ -140,6 +154,9 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     for warning in input_warnings(df):
         click.echo(f"warning: {warning}", err=True)
+    if sweep and attempts is None:
+        click.echo(f"warning: the ledger of sweep {data.sweep_id!r} is not on this machine: every attempt is "
+                   "counted and the parameters are unknown", err=True)
     gpu = None
     if gpu_logs:
         from hpcjobs.accounting.sources.gpu import find_gpu_files, gpu_job_summary
@@ -147,10 +164,19 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
         gpu = gpu_job_summary(find_gpu_files(gpu_logs))
     if columns and not per_job:
         raise ConfigError(ConfigProblem("--columns goes with --jobs", key="--columns"))
-    if per_job:
+    if per_job and attempts is not None:
+        from hpcjobs.accounting.reports.sweeps import sweep_jobs_table
+
+        tables = {"jobs": sweep_jobs_table(df, attempts, columns.split(",") if columns else None, gpu=gpu,
+                                           with_replaced=all_attempts)}
+    elif per_job:
         from hpcjobs.accounting.reports.jobs import jobs_table
 
         tables = {"jobs": jobs_table(df, columns.split(",") if columns else None, gpu=gpu)}
+    elif attempts is not None:
+        from hpcjobs.accounting.reports.sweeps import sweep_report_tables
+
+        tables = sweep_report_tables(df, attempts, section, gpu=gpu, top=top, all_attempts=all_attempts)
     else:
         tables = report_tables(df, section, gpu=gpu, top=top)
     if table_name:
@@ -163,7 +189,7 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
 
         from hpcjobs.accounting.reports.plots import report_figures, save_figure
 
-        for name, fig in report_figures(df, section, gpu=gpu).items():
+        for name, fig in report_figures(df, section, gpu=gpu, tables=tables).items():
             path = save_figure(fig, Path(plot_dir) / f"{name}.{plot_format}")
             click.echo(f"wrote {path}", err=True)
     if html_file:

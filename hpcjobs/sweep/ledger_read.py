@@ -88,6 +88,16 @@ class LedgerReads:
                              "FROM (SELECT params_json FROM points ORDER BY idx)")[0]
         return bytes(text or b"")
 
+    def earlier_attempt_columns(self) -> dict[str, tuple[Any, ...]]:
+        """Every replaced attempt (as :meth:`hpcjobs.sweep.ledger.Ledger.reset_for_resubmit` kept it), by column:
+        ``point_id``, ``attempt``, ``chunk``, ``array_job_id``, ``array_index``, ``job_id``, ``state``,
+        ``exit_code``; ordered by point index, then attempt."""
+        names = ("point_id", "attempt", "chunk", "array_job_id", "array_index", "job_id", "state", "exit_code")
+        rows = self._read(f"SELECT {', '.join('a.' + n for n in names)} FROM point_attempts a "
+                          "JOIN points p ON p.point_id = a.point_id ORDER BY p.idx, a.attempt")
+        values = list(zip(*rows, strict=True)) if rows else [() for _ in names]
+        return dict(zip(names, values, strict=True))
+
     @staticmethod
     def _columns(columns: Sequence[str]) -> list[str]:
         names = {"index": "idx", **{c: c for c in _POINT_COLS.replace(" ", "").split(",")}}

@@ -115,8 +115,9 @@ def figure_html(fig: Figure, caption: str = "") -> str:
 
 #: Section headings and which tables/figures go under each (by name prefix).
 _SECTION_TITLES = {"efficiency": "Efficiency and waste", "wait": "Queue wait", "failures": "Failures"}
-_TABLE_SECTION = {"waste": "efficiency", "worst": "efficiency", "wait": "wait", "failures": "failures"}
-_FIGURE_SECTION = {"efficiency": "efficiency", "wait": "wait", "failures": "failures"}
+_TABLE_SECTION = {"waste": "efficiency", "worst": "efficiency", "wait": "wait", "failures": "failures",
+                  "sweep": "failures"}
+_FIGURE_SECTION = {"efficiency": "efficiency", "wait": "wait", "failures": "failures", "sweep": "failures"}
 
 
 def _title(name: str) -> str:
@@ -130,7 +131,7 @@ def render_html(title: str, tables: Mapping[str, pd.DataFrame], figures: Mapping
     Args:
         title: Page title.
         tables: Named tables (as :func:`hpcjobs.accounting.reports.tables.report_tables` returns them); names
-            starting ``waste``/``worst``, ``wait`` and ``failures`` go to their sections.
+            starting ``waste``/``worst``, ``wait``, ``failures`` and ``sweep`` go to their sections.
         figures: Named figures (as :func:`hpcjobs.accounting.reports.plots.report_figures` returns them).
         summary: Headline numbers shown as cards (label → text).
         subtitle: A line under the title (filters, source).
@@ -206,7 +207,8 @@ def write_html_report(path: str | os.PathLike[str], df: pd.DataFrame, *, section
         gpu: Optional per-job GPU summary.
         title: Page title.
         subtitle: Line under the title.
-        tables: Tables already computed (default: :func:`~hpcjobs.accounting.reports.tables.report_tables`).
+        tables: Tables already computed (default: :func:`~hpcjobs.accounting.reports.tables.report_tables`); a
+            sweep report's tables add its figures (see :func:`~hpcjobs.accounting.reports.plots.report_figures`).
 
     Returns:
         The path written.
@@ -216,7 +218,7 @@ def write_html_report(path: str | os.PathLike[str], df: pd.DataFrame, *, section
 
     if tables is None:
         tables = report_tables(df, section, gpu=gpu)
-    figures = report_figures(df, section, gpu=gpu)
+    figures = report_figures(df, section, gpu=gpu, tables=tables)
     text = render_html(title, tables, figures, summary=summary_numbers(df), subtitle=subtitle)
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import io
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -183,6 +185,31 @@ def plot_sweep_outcome(points: pd.DataFrame, param: str) -> Figure:
     return fig
 
 
+def plot_failures_by_param(by_param: pd.DataFrame, top: int = 20) -> Figure:
+    """Horizontal bars of the failure rate of each parameter value, worst first (at most ``top`` bars).
+
+    Args:
+        by_param: Output of :func:`hpcjobs.accounting.reports.sweeps.failures_by_param` (or ``failure_params``).
+        top: How many parameter values.
+    """
+    rows = by_param.head(top)
+    fig = new_figure(6.5, 0.8 + 0.35 * max(len(rows), 1))
+    ax = fig.add_subplot()
+    if rows.empty:
+        return _empty(fig, ax, "no finished points")
+    rows = rows.iloc[::-1]
+    labels = [f"{p}={v}" for p, v in zip(rows["param"], rows["value"], strict=True)]
+    rate = rows["failure_rate"].astype(float).fillna(0.0).to_numpy()
+    ax.barh(labels, rate, color=[STATE_COLOURS["FAILED"] if r > 0 else STATE_COLOURS["COMPLETED"] for r in rate])
+    for y, (r, f, n) in enumerate(zip(rate, rows["failed"].astype(int), rows["n"].astype(int), strict=True)):
+        ax.text(r, y, f" {f}/{n}", va="center", fontsize=9)
+    ax.set_xlim(0, 1.15)
+    ax.set_xlabel("failure rate")
+    ax.set_title("Failures by parameter value")
+    ax.spines[["top", "right"]].set_visible(False)
+    return fig
+
+
 def save_figure(fig: Figure, path: str | os.PathLike[str]) -> Path:
     """Write ``fig`` as PNG or SVG, chosen by the file suffix.
 
@@ -205,27 +232,44 @@ def figure_bytes(fig: Figure, fmt: str = "png") -> bytes:
     return buf.getvalue()
 
 
-def report_figures(df: pd.DataFrame, section: str = "all", *, gpu: pd.DataFrame | None = None) -> dict[str, Figure]:
+#: At most this many parameters get a ``sweep_outcome_<param>`` figure.
+MAX_OUTCOME_FIGURES = 4
+
+
+def report_figures(df: pd.DataFrame, section: str = "all", *, gpu: pd.DataFrame | None = None,
+                   tables: Mapping[str, pd.DataFrame] | None = None) -> dict[str, Figure]:
     """The figures of one report section (or all), by file stem.
 
     Args:
         df: A schema DataFrame.
         section: ``efficiency``, ``wait``, ``failures`` or ``all``.
         gpu: Optional per-job GPU summary for the efficiency figures.
+        tables: The report's tables; a sweep report's ``failures_by_param`` and ``sweep_points`` (see
+            :func:`hpcjobs.accounting.reports.sweeps.sweep_report_tables`) add their figures.
 
     Returns:
         ``efficiency_histograms``, ``efficiency_scatter`` (efficiency); ``wait_by_partition`` (wait);
-        ``failures_by_state`` (failures).
+        ``failures_by_state`` (failures); for a sweep, ``failures_by_param`` and ``sweep_outcome_<param>``
+        for its first :data:`MAX_OUTCOME_FIGURES` parameters.
     """
-    from hpcjobs.accounting.reports import tables
+    from hpcjobs.accounting.reports import tables as tbl
 
+    given = tables
     out: dict[str, Figure] = {}
     if section in ("efficiency", "all"):
-        eff = tables.efficiency(df, gpu=gpu)
+        eff = tbl.efficiency(df, gpu=gpu)
         out["efficiency_histograms"] = plot_efficiency_histograms(eff)
         out["efficiency_scatter"] = plot_efficiency_scatter(eff)
     if section in ("wait", "all"):
         out["wait_by_partition"] = plot_wait_by_partition(df)
     if section in ("failures", "all"):
-        out["failures_by_state"] = plot_failures_by_state(tables.failures_by_state(df))
+        out["failures_by_state"] = plot_failures_by_state(tbl.failures_by_state(df))
+    if section in ("failures", "all") and given is not None:
+        if "failures_by_param" in given:
+            out["failures_by_param"] = plot_failures_by_param(given["failures_by_param"])
+        points = given.get("sweep_points")
+        if points is not None:
+            params = list(dict.fromkeys(given["failures_by_param"]["param"])) if "failures_by_param" in given else []
+            for param in params[:MAX_OUTCOME_FIGURES]:
+                out["sweep_outcome_" + re.sub(r"[^A-Za-z0-9_.-]", "_", param)] = plot_sweep_outcome(points, param)
     return out
