@@ -143,6 +143,7 @@ class LazyGroup(click.Group):
 #: Commands implemented in their own modules: name → ("module:command", short help).
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("hpcjobs.commands.report:report", "Efficiency, queue wait and failure reports from accounting data."),
+    "advise": ("hpcjobs.commands.advise:advise", "Propose memory, wall time and CPUs from what finished runs used."),
     "sweep": ("hpcjobs.commands.sweep:sweep", "Submit (or resume) the parameter sweep of an experiment."),
     "status": ("hpcjobs.commands.sweep:status", "Show a sweep's or a job's progress (one scheduler call per poll)."),
     "cancel": ("hpcjobs.commands.sweep:cancel", "Cancel a sweep's (or a job's) queued and running jobs."),

@@ -1,0 +1,137 @@
+"""``hpcjobs advise``: what to ask for next time, from what finished runs used."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from hpcjobs.cli import console, handle_errors
+
+
+def _fraction(text: str, option: str, low: float, high: float) -> float:
+    """``0.95``, ``95%`` or ``p95`` as a fraction in (low, high]."""
+    raw = text.strip().lower()
+    try:
+        if raw.startswith("p"):
+            value = float(raw[1:]) / 100
+        elif raw.endswith("%"):
+            value = float(raw[:-1]) / 100
+        else:
+            value = float(raw)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a number (0.95, 95% or p95)", param_hint=option) from None
+    if not low < value <= high:
+        raise click.BadParameter(f"{text!r} is not between {low:g} and {high:g}", param_hint=option)
+    return value
+
+
+def advice_options(func: Any) -> Any:
+    """The options that set how advice is computed (``advise``, ``resubmit --right-size``)."""
+    for option in reversed((
+        click.option("--quantile", default="0.95", show_default=True, metavar="Q",
+                     help="Quantile of use the proposal covers (0.95, 95% or p95)."),
+        click.option("--margin", default="0.2", show_default=True, metavar="M",
+                     help="Added on top of the quantile (0.2 or 20%)."),
+        click.option("--min-runs", type=click.IntRange(min=1), default=5, show_default=True,
+                     help="Completed runs needed before anything is proposed."),
+    )):
+        func = option(func)
+    return func
+
+
+def settings_from(quantile: str, margin: str, min_runs: int) -> Any:
+    """:class:`~hpcjobs.accounting.reports.advise.AdviceSettings` from the command-line options."""
+    from hpcjobs.accounting.reports.advise import AdviceSettings
+
+    return AdviceSettings(quantile=_fraction(quantile, "--quantile", 0, 1),
+                          margin=_fraction(margin, "--margin", -1e-12, 10), min_runs=min_runs)
+
+
+def print_advice(advice: Any, label: str) -> None:
+    """The advice as rich tables: the proposals, the raises, the savings."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from hpcjobs.accounting.reports.advise import format_memory, format_walltime
+
+    out = console(stderr=False)
+    s = advice.settings
+    out.print(f"[bold]{escape(label)}[/]: {advice.runs} finished runs, {advice.completed} completed "
+              f"(p{s.quantile * 100:g} + {s.margin * 100:g} %)", highlight=False)
+    if not advice.enough:
+        out.print(f"[bold red]NO ADVICE[/]: {escape(advice.message)}", highlight=False)
+
+    def shown(resource: str, value: Any) -> str:
+        if value is None:
+            return "-"
+        if resource == "memory":
+            return format_memory(int(value), advice.scheduler)
+        if resource == "walltime":
+            return format_walltime(int(value))
+        return f"{value:.2f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
+
+    table = Table("resource", "asked", "used max", f"p{s.quantile * 100:g}", "proposed", "runs", box=None,
+                  title="proposals (memory per node)", title_justify="left")
+    for r in advice.resources:
+        table.add_row(r.resource, shown(r.resource, r.asked), shown(r.resource, r.used_max),
+                      shown(r.resource, r.used_quantile),
+                      (r.proposed_text or "-") + (f" ({escape(r.limited_by)})" if r.limited_by else ""),
+                      f"{r.measured}/{r.runs}")
+    out.print(table)
+    if advice.raises:
+        raises = Table("state", "resource", "runs", "asked", "ask", "note", box=None, title="runs that hit a limit",
+                       title_justify="left")
+        for lr in advice.raises:
+            raises.add_row(lr.state, lr.resource, str(len(lr.jobs)), shown(lr.resource, lr.asked),
+                           "[red]blocked[/]" if lr.blocked else (lr.proposed_text or "-"), escape(lr.note))
+        out.print(raises)
+    sv = advice.savings
+    for kind in ("core", "gpu"):
+        asked, proposed = sv.get(f"{kind}_hours_asked"), sv.get(f"{kind}_hours_proposed")
+        if asked and proposed is not None:
+            out.print(f"{kind.upper() if kind == 'gpu' else kind}-hours reserved (request × limit): {asked:.2f} asked, "
+                      f"{proposed:.2f} proposed ({(asked - proposed) / asked:+.0%} saved)", highlight=False)
+
+
+@click.command("advise")
+@click.argument("sweep", required=False, metavar="[SWEEP]")
+@click.option("--name", metavar="NAME", help="Every past sweep of this experiment name in the sweep folder.")
+@click.option("--from-file", type=click.Path(exists=True), metavar="PATH",
+              help="Saved sacct/PBS/Torque output (as report --from-file reads it) instead of a live sacct query.")
+@advice_options
+@click.option("--site", metavar="NAME", help="Site config whose partition limits apply (default: the sweep's).")
+@click.option("--scheduler", type=click.Choice(["slurm", "pbspro", "torque"]),
+              help="With --from-file: settles PBS vs Torque.")
+@click.option("--tz", metavar="ZONE", help="Time zone the saved file's times were written in.")
+@click.option("--sacct-fields", metavar="F1,F2,...", help="--format fields of headerless saved sacct text.")
+@click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders.")
+@click.option("--json", "as_json", is_flag=True, help="The advice as JSON.")
+@handle_errors
+def advise(sweep: str | None, name: str | None, from_file: str | None, quantile: str, margin: str, min_runs: int,
+           site: str | None, scheduler: str | None, tz: str | None, sacct_fields: str | None, root: str | None,
+           as_json: bool) -> None:
+    """Propose memory, wall time and CPUs (and GPUs) from what finished runs used.
+
+    The runs are a SWEEP's, every sweep of an experiment --name, or a saved --from-file. The
+    proposal is the --quantile of use over the completed runs plus --margin, rounded and within
+    the partition's limits; runs that hit their time or memory limit get the raise they need.
+    Fewer than --min-runs completed runs give no proposal.
+    """
+    from dataclasses import replace
+
+    from hpcjobs.sweep.rightsize import advise_history, load_history
+
+    settings = settings_from(quantile, margin, min_runs)
+    history = load_history(sweep, name=name, from_file=from_file, root=root, scheduler=scheduler, tz=tz,
+                           sacct_fields=sacct_fields.split(",") if sacct_fields else None)
+    if site:
+        from hpcjobs.config.sites import load_site
+
+        history = replace(history, site=load_site(site))
+    advice = advise_history(history, settings)
+    if as_json:
+        click.echo(json.dumps({"source": history.label, **advice.as_dict()}, indent=2, default=str))
+    else:
+        print_advice(advice, history.label)
