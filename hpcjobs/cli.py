@@ -143,6 +143,7 @@ class LazyGroup(click.Group):
 #: Commands implemented in their own modules: name → ("module:command", short help).
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("hpcjobs.commands.report:report", "Efficiency, queue wait and failure reports from accounting data."),
+    "plan": ("hpcjobs.commands.plan:plan", "Where a job would start soonest: every partition, estimate, wait, cost."),
     "advise": ("hpcjobs.commands.advise:advise", "Propose memory, wall time and CPUs from what finished runs used."),
     "sweep": ("hpcjobs.commands.sweep:sweep", "Submit (or resume) the parameter sweep of an experiment."),
     "status": ("hpcjobs.commands.sweep:status", "Show a sweep's or a job's progress (one scheduler call per poll)."),
@@ -203,10 +204,12 @@ def render(experiment: str, site: str | None, overrides: tuple[str, ...], output
 @click.option("--new", "new", is_flag=True, help="Submit another job even if this request was submitted before.")
 @click.option("--root", type=click.Path(file_okay=False),
               help="Folder of sweep folders; single jobs are recorded in its jobs/ (default: as for sweeps).")
+@click.option("--partition", metavar="NAME|auto",
+              help="Partition (as --set partition=NAME); auto: where it would start soonest (hpcjobs plan's rule).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
 def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refresh_site: bool, new: bool,
-           root: str | None, as_json: bool) -> None:
+           root: str | None, as_json: bool, partition: str | None = None) -> None:
     """Check, render and submit EXPERIMENT as one job (its parameter sweep is `hpcjobs sweep`).
 
     The same request (the experiment's content, --set overrides, site and this folder) is submitted
@@ -215,6 +218,12 @@ def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refres
     """
     from hpcjobs.submit import submit_experiment
 
+    if partition is not None:
+        from hpcjobs.plan.api import with_partition
+
+        overrides, chosen = with_partition(experiment, partition, site=site, overrides=overrides)
+        if chosen:
+            click.echo(chosen, err=True)
     sub = submit_experiment(experiment, site=site, overrides=overrides, refresh_site=refresh_site, root=root,
                             new=new)
     if as_json:

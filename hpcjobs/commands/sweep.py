@@ -31,6 +31,8 @@ def _progress_bar(label: str) -> Any:
 @click.argument("sweep_args", nargs=-1, metavar="[PARAM=V1,V2 ...]")
 @click.option("--site", metavar="NAME", help="Site config (name or path); default: the file's, else detected.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the experiment.")
+@click.option("--partition", metavar="NAME|auto",
+              help="Partition (as --set partition=NAME); auto: where it would start soonest (hpcjobs plan's rule).")
 @click.option("--throttle", type=click.IntRange(min=1), help="At most N tasks of each array run at once.")
 @click.option("--root", type=click.Path(file_okay=False),
               help="Folder of sweep folders (default: the nearest hpcjobs-sweeps/ here or above, else "
@@ -48,7 +50,7 @@ def _progress_bar(label: str) -> Any:
 @handle_errors
 def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overrides: tuple[str, ...],
           throttle: int | None, root: str | None, dry_run: bool, show_script: bool, detach: bool, workers: int | None,
-          force: bool, new: bool, refresh_site: bool, as_json: bool) -> None:
+          force: bool, new: bool, refresh_site: bool, as_json: bool, partition: str | None = None) -> None:
     """Submit (or resume) the parameter sweep of EXPERIMENT.
 
     Hydra-style PARAM=V1,V2 arguments add a grid to the file's sweep. Running the same command
@@ -59,6 +61,12 @@ def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overri
 
     if new and force:
         raise click.UsageError("--new and --force exclude each other: start another sweep, or continue one")
+    if partition is not None:
+        from hpcjobs.plan.api import with_partition
+
+        overrides, chosen = with_partition(experiment, partition, site=site, overrides=overrides)
+        if chosen:
+            click.echo(chosen, err=True)
     bar = None if (as_json or dry_run) else _progress_bar("points")
     task = None
 

@@ -332,6 +332,9 @@ def _partition_limits(entry: str, rec: Mapping[str, str], config: Mapping[str, s
     accounts = rec.get("AllowAccounts", "ALL")
     if accounts and accounts != "ALL":
         part.notes.append(f"AllowAccounts={accounts}")
+    weights = rec.get("TRESBillingWeights", "")
+    if weights and weights != "(null)":
+        part.fields["tres_billing_weights"] = Sourced(weights, f"{src}: TRESBillingWeights")
     return part
 
 

@@ -49,9 +49,17 @@ class Partition(StrictModel):
     directives: list[OneLine] = Field(
         default_factory=list, description="Extra directives for jobs on this partition (e.g. '--constraint=gpu')."
     )
+    tres_billing_weights: OneLine | None = Field(
+        None, description="Slurm TRESBillingWeights of the partition as `scontrol show partition` prints it "
+        "(e.g. 'CPU=1.0,Mem=0.25G,GRES/gpu=2.0'): what a job is billed, shown by `hpcjobs plan`.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Partition:
+        if self.tres_billing_weights is not None:
+            from hpcjobs.plan.billing import parse_billing_weights
+
+            parse_billing_weights(self.tres_billing_weights)  # BillingWeightsError is a ValueError
         if self.gpu_types and not self.gpus_per_node:
             raise ValueError("gpu_types is set but gpus_per_node is 0")
         if self.default_walltime and self.max_walltime and self.default_walltime > self.max_walltime:
