@@ -135,3 +135,35 @@ def advise(sweep: str | None, name: str | None, from_file: str | None, quantile:
         click.echo(json.dumps({"source": history.label, **advice.as_dict()}, indent=2, default=str))
     else:
         print_advice(advice, history.label)
+
+
+def resubmit_right_sized(folder: Any, settings: Any, which: tuple[str, ...], throttle: int | None, force: bool,
+                         accounting_file: str | None) -> None:
+    """``resubmit --right-size``: one library call, then what changed per point and what was submitted."""
+    from hpcjobs.accounting.reports.advise import format_memory, format_walltime
+    from hpcjobs.sweep.rightsize import right_size_resubmit
+
+    prepared, advice, changes, report, reset = right_size_resubmit(
+        folder, settings=settings, which=which, throttle=throttle, force=force, from_file=accounting_file)
+    if not advice.enough:
+        click.echo(f"no advice from history ({advice.message}): only the raises for runs that hit a limit apply")
+
+    def shown(key: str, value: int | None) -> str:
+        if value is None:
+            return "default"
+        if key == "memory":
+            return format_memory(value, prepared.site.scheduler)
+        return format_walltime(value) if key == "walltime" else str(value)
+
+    for ch in changes:
+        if ch.blocked:
+            click.echo(f"point {ch.point_id} ({ch.state}): {ch.blocked}")
+        if ch.changes:
+            what = "; ".join(f"{k} {shown(k, before)} -> {shown(k, after)} ({ch.why.get(k, '')})"
+                             for k, (before, after) in ch.changes.items())
+            click.echo(f"point {ch.point_id} ({ch.state}): {what}")
+        elif not ch.blocked:
+            click.echo(f"point {ch.point_id} ({ch.state}): unchanged")
+    assert report is not None
+    click.echo(f"sweep {prepared.sweep_id}: {reset} point(s) reset; submitted {report.points_submitted} in "
+               f"{report.chunks_submitted} job(s) {' '.join(report.job_ids)}".rstrip())

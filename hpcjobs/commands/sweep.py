@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from hpcjobs.cli import console, handle_errors
+from hpcjobs.commands.advise import advice_options
 from hpcjobs.states import TERMINAL_STATES
 
 STATE_STYLE = {"COMPLETED": "green", "FAILED": "red", "TIMEOUT": "red", "OUT_OF_MEMORY": "red",
@@ -284,9 +285,17 @@ def cancel(sweep_name: str, root: str | None) -> None:
 @click.option("--throttle", type=click.IntRange(min=1), help="At most N tasks of each array run at once.")
 @click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders.")
 @click.option("--force", is_flag=True, help="Go on although the experiment file changed.")
+@click.option("--right-size", is_flag=True, help="Give each failed point what the sweep's accounting advises "
+              "(hpcjobs advise): a longer wall time after TIMEOUT, more memory after OUT_OF_MEMORY, and the "
+              "advised memory, wall time and CPUs.")
+@advice_options
+@click.option("--from-file", "accounting_file", type=click.Path(exists=True), metavar="PATH",
+              help="With --right-size: saved accounting (as report --from-file reads it) instead of sacct.")
 @handle_errors
 def resubmit(sweep_name: str, which: str, states_: tuple[str, ...], overrides: tuple[str, ...],
-             scale_walltime: float | None, throttle: int | None, root: str | None, force: bool) -> None:
+             scale_walltime: float | None, throttle: int | None, root: str | None, force: bool,
+             right_size: bool = False, quantile: str = "0.95", margin: str = "0.2", min_runs: int = 5,
+             accounting_file: str | None = None) -> None:
     """Submit a sweep's failed points again (or a failed job of `hpcjobs submit`), optionally with changed resources."""
     from hpcjobs import states
     from hpcjobs.sweep.api import find_sweep, resubmit_sweep
@@ -298,6 +307,15 @@ def resubmit(sweep_name: str, which: str, states_: tuple[str, ...], overrides: t
         raise click.BadParameter(f"unknown state(s) {', '.join(bad)}; choose from {', '.join(states.ALL_STATES)}",
                                  param_hint="--state")
     folder = find_sweep(sweep_name, root)
+    if right_size or accounting_file:
+        from hpcjobs.commands.advise import resubmit_right_sized, settings_from
+
+        if overrides or scale_walltime or not right_size or read_single(folder) is not None:
+            raise click.UsageError("--right-size (with --from-file) goes with a sweep, without --set or "
+                                   "--scale-walltime")
+        resubmit_right_sized(folder, settings_from(quantile, margin, min_runs), wanted, throttle, force,
+                             accounting_file)
+        return
     if read_single(folder) is not None:  # one job: a new attempt in its own ledger, a plain job again
         from hpcjobs.sweep.singles import resubmit_single
 

@@ -1,0 +1,143 @@
+"""``resubmit --right-size`` against a fake Slurm: the failed points go again once, each with its advised resources."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from hpcjobs import process
+from hpcjobs.accounting.reports.advise import AdviceSettings
+from hpcjobs.accounting.schema import conform
+from hpcjobs.cli import main
+from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.schedulers.registry import get_backend
+from hpcjobs.sweep import rightsize
+from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.prepare import prepare_sweep
+from hpcjobs.sweep.submitter import RetryPolicy, SweepSubmitter, open_ledger, poll_status
+from tests.sweep.test_submitter import FakeSlurm
+
+SITE = str(Path(__file__).resolve().parent.parent / "sites" / "hpctest.yaml")
+M = 1024**2
+
+
+class FatedSlurm(FakeSlurm):
+    """The fake Slurm, with the state of chosen array tasks of the first job set (TIMEOUT, OUT_OF_MEMORY)."""
+
+    def __init__(self, fates: dict[int, str]):
+        super().__init__()
+        self.fates = fates
+
+    def __call__(self, argv, **kw):
+        result = super().__call__(argv, **kw)
+        if argv[0] == "sacct" and any(a.startswith("--jobs=") for a in argv):
+            lines = []
+            for line in result.stdout.splitlines():
+                task = line.split("|", 1)[0]
+                job, index = task.split("_")
+                fate = self.fates.get(int(index)) if job == "100" else None
+                lines.append(line.replace("|COMPLETED|", f"|{fate}|") if fate else line)
+            return type(result)(result.argv, result.returncode, "\n".join(lines) + "\n", result.stderr, 0.0)
+        return result
+
+
+def history(sweep_id: str, states: list[str], rss: int, elapsed: list[float]) -> pd.DataFrame:
+    n = len(states)
+    return conform(pd.DataFrame({
+        "scheduler": ["slurm"] * n, "job_id": [f"100_{i}" for i in range(n)], "job_name": ["rs"] * n,
+        "partition": ["debug"] * n, "state": states, "elapsed": [pd.Timedelta(seconds=e) for e in elapsed],
+        "time_limit": [pd.Timedelta(minutes=10)] * n, "nodes": [1] * n, "cpus": [4] * n,
+        "req_mem_bytes": [4096 * M] * n, "max_rss_bytes": [rss] * n, "mem_used_bytes": [rss] * n,
+        "cpu_time": [pd.Timedelta(seconds=e) for e in elapsed], "sweep_id": [sweep_id] * n,
+    }))
+
+
+@pytest.fixture
+def failed_sweep(tmp_path, monkeypatch):
+    """A 6-point sweep (4G, 10 min, 4 CPUs) whose point at array index 5 timed out; the rest completed."""
+    fake = FatedSlurm({5: "TIMEOUT"})
+    monkeypatch.setattr(process, "run_command", fake)
+    monkeypatch.chdir(tmp_path)
+    exp = tmp_path / "rs.yaml"
+    exp.write_text("name: rs\ncommand: echo $x\nresources: {memory: 4G, walltime: 10m, cpus_per_task: 4}\n"
+                   "sweep:\n  grid:\n    x: [0, 1, 2, 3, 4, 5]\n")
+    prepared = prepare_sweep(exp, site=SITE, root=tmp_path / "sweeps")
+    ledger = open_ledger(prepared, how={"site_arg": SITE, "overrides": [], "sweep_args": [],
+                                        "submit_dir": str(tmp_path)})
+    client = SchedulerClient(get_backend("slurm"))
+    SweepSubmitter(prepared, ledger, client, retry=RetryPolicy(attempts=2, initial=0.01), sleep=lambda s: None).submit()
+    poll_status(ledger, client)
+    assert ledger.summary() == {"COMPLETED": 5, "TIMEOUT": 1}
+    ledger.close()
+    frame = history(prepared.sweep_id, ["COMPLETED"] * 5 + ["TIMEOUT"], 300 * M, [60, 70, 80, 90, 100, 600])
+    monkeypatch.setattr(rightsize, "history_frame", lambda *a, **k: frame)
+    return prepared, fake, client
+
+
+def test_the_timed_out_point_goes_again_once_with_its_raise(failed_sweep, tmp_path):
+    prepared, fake, client = failed_sweep
+    (timed_out,) = [p.point_id for p in prepared.points if p.params["x"] == 5]
+    _got, advice, changes, report, reset = rightsize.right_size_resubmit(
+        prepared.folder, settings=AdviceSettings(min_runs=5), client=client, root=tmp_path / "sweeps")
+    assert advice.enough and reset == 1 and report.points_submitted == 1
+    (ch,) = changes
+    assert ch.point_id == timed_out and ch.state == "TIMEOUT"
+    # 10 min × 1.5; p95 of 300M × 1.2 = 360M → 384M; p95 of 1 busy CPU × 1.2 → 2 CPUs per task
+    assert ch.changes == {"walltime": (600, 900), "memory": (4096 * M, 384 * M), "cpus_per_task": (4, 2)}
+    assert ch.why["walltime"] == "raise: TIMEOUT" and ch.why["memory"] == "advice: p95 + 20 %"
+    new_job = max(fake.jobs, key=int)
+    script = next((prepared.folder / "scripts").glob(f"{fake.jobs[new_job]['comment'].split(':')[2]}.*.sh"))
+    text = script.read_text()
+    assert re.search(r"^#SBATCH --time=00:15:00$", text, re.M), text
+    assert re.search(r"^#SBATCH --mem=384M$", text, re.M) and re.search(r"^#SBATCH --cpus-per-task=2$", text, re.M)
+    assert re.search(r"^#SBATCH --array=0-0$", text, re.M)
+    with Ledger.open(prepared.folder) as ledger:
+        rec = {p.point_id: p for p in ledger.points()}
+    assert rec[timed_out].attempt == 2 and rec[timed_out].array_job_id == new_job
+    assert sum(r.attempt for r in rec.values()) == 7  # the others untouched
+    # nothing failed any more: a second run submits nothing (each point once)
+    calls = len(fake.sbatch_calls())
+    _got, _advice, changes2, report2, reset2 = rightsize.right_size_resubmit(
+        prepared.folder, settings=AdviceSettings(min_runs=5), client=client, root=tmp_path / "sweeps")
+    assert changes2 == [] and reset2 == 0 and report2.points_submitted == 0
+    assert len(fake.sbatch_calls()) == calls
+
+
+def test_too_few_runs_still_raises_the_limit_it_hit(failed_sweep, tmp_path):
+    prepared, _fake, client = failed_sweep
+    _got, advice, changes, _report, _reset = rightsize.right_size_resubmit(
+        prepared.folder, settings=AdviceSettings(min_runs=50), client=client, root=tmp_path / "sweeps",
+        dry_run=True)
+    assert not advice.enough
+    assert changes[0].changes == {"walltime": (600, 900)}
+    with Ledger.open(prepared.folder) as ledger:  # a dry run changes nothing
+        assert ledger.summary() == {"COMPLETED": 5, "TIMEOUT": 1}
+
+
+def test_cli_prints_what_changed(failed_sweep, tmp_path):
+    prepared, _fake, _client = failed_sweep
+    r = CliRunner().invoke(main, ["resubmit", prepared.sweep_id, "--right-size", "--root", str(tmp_path / "sweeps")])
+    assert r.exit_code == 0, r.output
+    assert "(TIMEOUT): memory 4G -> 384M (advice: p95 + 20 %); walltime 00:10:00 -> 00:15:00 (raise: TIMEOUT)" \
+        in r.output
+    assert "1 point(s) reset; submitted 1 in 1 job(s)" in r.output
+    bad = CliRunner().invoke(main, ["resubmit", prepared.sweep_id, "--right-size", "--set", "resources.memory=1G",
+                                    "--root", str(tmp_path / "sweeps")])
+    assert bad.exit_code == 2 and "--right-size" in bad.output
+
+
+def test_a_raise_the_partition_blocks_is_said(tmp_path):
+    from hpcjobs.sweep.rightsize import plan_right_size
+
+    exp = tmp_path / "rs.yaml"
+    exp.write_text("name: rs\ncommand: echo $x\nresources: {walltime: 1h}\nsweep:\n  grid:\n    x: [0]\n")
+    prepared = prepare_sweep(exp, site=SITE, root=tmp_path / "sweeps")
+    from hpcjobs.accounting.reports.advise import advise
+
+    advice = advise(history("rs", ["TIMEOUT"], 300 * M, [3600]))
+    (ch,) = plan_right_size(prepared, [(prepared.points[0].point_id, "TIMEOUT")], advice)
+    assert ch.changes == {} and "max_walltime" in ch.blocked  # hpctest's debug partition: 01:00:00 at most
