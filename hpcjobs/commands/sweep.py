@@ -35,6 +35,9 @@ def _progress_bar(label: str) -> Any:
 @click.option("--partition", metavar="NAME|auto",
               help="Partition (as --set partition=NAME); auto: where it would start soonest (hpcjobs plan's rule).")
 @click.option("--throttle", type=click.IntRange(min=1), help="At most N tasks of each array run at once.")
+@click.option("--after", "after", multiple=True, metavar="[WHEN:]SWEEP",
+              help="Wait for this sweep (id, name, experiment file, or job id) to end: WHEN ok (default: every point "
+              "succeeded), any or done (any ending). Repeatable; recorded, so resuming keeps it.")
 @click.option("--root", type=click.Path(file_okay=False),
               help="Folder of sweep folders (default: the nearest hpcjobs-sweeps/ here or above, else "
               "$HPCJOBS_SWEEP_ROOT, else ./hpcjobs-sweeps).")
@@ -51,7 +54,8 @@ def _progress_bar(label: str) -> Any:
 @handle_errors
 def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overrides: tuple[str, ...],
           throttle: int | None, root: str | None, dry_run: bool, show_script: bool, detach: bool, workers: int | None,
-          force: bool, new: bool, refresh_site: bool, as_json: bool, partition: str | None = None) -> None:
+          force: bool, new: bool, refresh_site: bool, as_json: bool, partition: str | None = None,
+          after: tuple[str, ...] = ()) -> None:
     """Submit (or resume) the parameter sweep of EXPERIMENT.
 
     Hydra-style PARAM=V1,V2 arguments add a grid to the file's sweep. Running the same command
@@ -84,7 +88,7 @@ def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overri
     try:
         prepared, report = run_sweep(experiment, site=site, overrides=overrides, sweep_args=sweep_args, root=root,
                                      throttle=throttle, dry_run=dry_run, force=force, new=new, detach=detach,
-                                     workers=workers, progress=progress, refresh_site=refresh_site)
+                                     workers=workers, progress=progress, refresh_site=refresh_site, after=after)
     finally:
         if bar is not None:
             bar.stop()
@@ -248,6 +252,10 @@ def status(sweep_name: str, root: str | None, watch: bool, interval: float, show
         out.width = 100_000
     if not watch:
         out.print(_status_table(st, single))
+    if st.upstream_cancelled:
+        out.print(f"cancelled {len(st.upstream_cancelled)} job(s) {' '.join(st.upstream_cancelled)}: an upstream "
+                  "failed (DependencyNeverSatisfied), so they could never run; resubmit the upstream, then "
+                  f"hpcjobs resubmit {st.sweep_id}", highlight=False)
     if show_points:
         from rich.markup import escape
         from rich.table import Table

@@ -40,12 +40,31 @@ class ArraySpec:
 
 
 @dataclass(frozen=True)
+class JobDependency:
+    """Jobs a submission waits for, and for which ending of them.
+
+    Attributes:
+        condition: ``ok``: every job ended successfully (exit code 0; Slurm and PBS ``afterok``);
+            ``any``: every job ended, in any state (``afterany``). An array job id stands for all its tasks.
+        job_ids: The scheduler's ids (``123``, ``123[].server``).
+    """
+
+    condition: str
+    job_ids: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.condition not in ("ok", "any"):
+            raise ValueError(f"unknown dependency condition {self.condition!r} (ok or any)")
+
+
+@dataclass(frozen=True)
 class SubmitOptions:
     """What a submission needs beyond the script itself.
 
     Attributes:
         array: Submit as a job array with this range.
         dependencies: Job ids this job must wait for (``afterok``).
+        after: Further jobs it waits for, each group with its condition (pipelines: ``after:``).
         job_name: Override of the job name in the script.
         comment: Free text stored with the job (carries the hpcjobs tag).
         hold: Submit in a held state.
@@ -54,6 +73,7 @@ class SubmitOptions:
 
     array: ArraySpec | None = None
     dependencies: tuple[str, ...] = ()
+    after: tuple[JobDependency, ...] = ()
     job_name: str | None = None
     comment: str | None = None
     hold: bool = False

@@ -57,8 +57,9 @@ class PbsProBackend:
         argv = ["qsub"]
         if options.array is not None:
             argv += self._array_flag(options.array)
-        if options.dependencies:
-            argv += ["-W", "depend=afterok:" + ":".join(options.dependencies)]
+        depend = self._depend(options)
+        if depend:
+            argv += ["-W", "depend=" + depend]
         if options.job_name:
             argv += ["-N", options.job_name]
         if options.comment:
@@ -68,6 +69,18 @@ class PbsProBackend:
         argv += list(options.extra_args)
         argv.append(str(script))
         return argv
+
+    def _depend(self, options: SubmitOptions) -> str:
+        """``depend=`` value: ``afterok:1.srv:2[].srv,afterany:3.srv`` (qsub(1B): types separated by commas).
+
+        OpenPBS takes an array job's id (``2[].srv``) in ``afterok``/``afterany`` for the whole array.
+        """
+        groups = [("ok", tuple(options.dependencies))] if options.dependencies else []
+        groups += [(d.condition, d.job_ids) for d in options.after if d.job_ids]
+        return ",".join(self._depend_group(cond, ids) for cond, ids in groups)
+
+    def _depend_group(self, condition: str, job_ids: Sequence[str]) -> str:
+        return f"after{condition}:" + ":".join(job_ids)
 
     def parse_submit(self, stdout: str) -> str:
         """The job id qsub printed (``1234.server``, ``1234[].server``)."""
@@ -170,6 +183,14 @@ class TorqueBackend(PbsProBackend):
 
     def _array_flag(self, array: ArraySpec) -> list[str]:
         return ["-t", torque_array_argument(array)]
+
+    def _depend_group(self, condition: str, job_ids: Sequence[str]) -> str:
+        """Torque waits for a whole array with ``afterokarray:ID[]`` (qsub(1) of Torque); other jobs as PBS."""
+        arrays = [j for j in job_ids if "[]" in j]
+        plain = [j for j in job_ids if "[]" not in j]
+        parts = [f"after{condition}:" + ":".join(plain)] if plain else []
+        parts += [f"after{condition}array:{j}" for j in arrays]
+        return ",".join(parts)
 
     def command_path(self, name: str, env: Mapping[str, str]) -> str:
         """Torque's clients are the ones on ``PATH``."""

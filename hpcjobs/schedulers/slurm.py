@@ -29,6 +29,16 @@ def array_argument(array: ArraySpec) -> str:
     return text + (f"%{array.throttle}" if array.throttle else "")
 
 
+def slurm_dependency(options: SubmitOptions) -> str:
+    """``--dependency`` value: ``afterok:1:2,afterany:3`` (a comma: all of them; sbatch(1)), or ``""``.
+
+    An array job's id stands for all its tasks (``afterok:123`` waits for ``123_*``).
+    """
+    groups = [("ok", tuple(options.dependencies))] if options.dependencies else []
+    groups += [(d.condition, d.job_ids) for d in options.after if d.job_ids]
+    return ",".join(f"after{cond}:" + ":".join(ids) for cond, ids in groups)
+
+
 class SlurmBackend:
     """Slurm commands and output parsers."""
 
@@ -43,8 +53,9 @@ class SlurmBackend:
         argv = ["sbatch", "--parsable"]
         if options.array is not None:
             argv.append("--array=" + array_argument(options.array))
-        if options.dependencies:
-            argv.append("--dependency=afterok:" + ":".join(options.dependencies))
+        dependency = slurm_dependency(options)
+        if dependency:
+            argv.append("--dependency=" + dependency)
         if options.job_name:
             argv.append("--job-name=" + options.job_name)
         if options.comment:

@@ -43,6 +43,7 @@ def run_sweep(
     progress: Progress | None = None,
     client: SchedulerClient | None = None,
     refresh_site: bool = False,
+    after: Sequence[str] = (),
 ) -> tuple[PreparedSweep, SubmitReport]:
     """Plan (or resume) a sweep and submit its pending points; on the ``local`` site, run them.
 
@@ -56,7 +57,13 @@ def run_sweep(
             written or submitted).
         LedgerError: Another process is submitting the sweep, or the experiment changed (use ``force``).
         SubmitError: The scheduler refused a chunk (what was submitted stays recorded).
+
+    ``after`` holds ``--after`` upstreams (``REF`` or ``ok:``/``any:``/``done:REF``); with the experiment's
+    ``after:`` and those its ledger recorded, every chunk waits for them (:mod:`hpcjobs.sweep.pipeline`).
     """
+    from hpcjobs.sweep.pipeline import parse_after_option, settle_upstreams
+
+    cli_after = [parse_after_option(a) for a in after]
     prepared = prepare_sweep(path, site=site, overrides=overrides, sweep_args=sweep_args, root=root,
                              ask_scheduler=not dry_run, refresh_site=refresh_site)
     prepared = settle_identity(prepared, overrides=overrides, sweep_args=sweep_args, new=new, force=force,
@@ -64,12 +71,22 @@ def run_sweep(
     if dry_run:
         if prepared.site.scheduler == "local":
             return prepared, _local_dry_run(prepared)
+        deps, _records = settle_upstreams(*_upstream_args(prepared), _recorded_upstreams(prepared.folder), None,
+                                         cli_after)
         sub = SweepSubmitter(prepared, _DryLedger(prepared), client or client_for(prepared.site.scheduler),  # type: ignore[arg-type]
-                             throttle=throttle)
+                             throttle=throttle, after=deps)
         return prepared, sub.submit(dry_run=True)
     how = {"overrides": list(overrides), "sweep_args": list(sweep_args), "site_arg": site,
            "submit_dir": str(prepared.submit_dir), "throttle": throttle}
+    c = client or (client_for(prepared.site.scheduler) if prepared.site.scheduler != "local" else None)
+    upstreams = None
+    if not (prepared.folder / "ledger.sqlite").is_file():  # a new sweep: a missing upstream stops it unwritten
+        upstreams = settle_upstreams(*_upstream_args(prepared), (), c, cli_after)
     with open_ledger(prepared, force=force, how=how) as ledger:
+        if upstreams is None and ledger.summary().get("PLANNED"):
+            upstreams = settle_upstreams(*_upstream_args(prepared), ledger.upstreams(), c, cli_after)
+        deps, records = upstreams or ((), [])
+        ledger.record_upstreams(records)
         from hpcjobs.sweep.results_spec import result_sources, write_results_spec
 
         write_results_spec(prepared.folder, result_sources(prepared.experiment.results),
@@ -80,9 +97,22 @@ def run_sweep(
             from hpcjobs.sweep.local import run_local
 
             return prepared, run_local(prepared, ledger, workers=workers, progress=progress)
-        submitter = SweepSubmitter(prepared, ledger, client or client_for(prepared.site.scheduler),
-                                   throttle=throttle, progress=progress)
+        assert c is not None
+        submitter = SweepSubmitter(prepared, ledger, c, throttle=throttle, progress=progress, after=deps)
         return prepared, submitter.submit()
+
+
+def _upstream_args(prepared: PreparedSweep) -> tuple[Any, Path, str, Path]:
+    """What :func:`hpcjobs.sweep.pipeline.settle_upstreams` needs of a sweep: experiment, file, scheduler, root."""
+    return prepared.experiment, prepared.experiment_path, prepared.site.scheduler, prepared.folder.parent
+
+
+def _recorded_upstreams(folder: Path) -> list[Any]:
+    """The upstreams an existing sweep's ledger recorded (none for a new sweep)."""
+    if not (folder / "ledger.sqlite").is_file():
+        return []
+    with Ledger.open(folder, allow_read_only=True) as ledger:
+        return list(ledger.upstreams())
 
 
 def _local_dry_run(prepared: PreparedSweep) -> SubmitReport:
@@ -188,6 +218,8 @@ class SweepStatus:
         changed: How many points the poll changed.
         read_only: The ledger could not be written: this poll's result was shown, not recorded.
         points_offset: Index (in the listing order) of the page's first point.
+        upstream_cancelled: Jobs this poll cancelled because an upstream failed (Slurm's
+            ``DependencyNeverSatisfied``; :func:`hpcjobs.sweep.pipeline.cancel_blocked`).
     """
 
     sweep_id: str
@@ -199,6 +231,7 @@ class SweepStatus:
     changed: int
     read_only: bool = False
     points_offset: int = 0
+    upstream_cancelled: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:
@@ -226,6 +259,7 @@ class SweepStatus:
                        for p in self.points],
             "points_offset": self.points_offset,
             "read_only": self.read_only,
+            "upstream_cancelled": list(self.upstream_cancelled),
         }
 
 
@@ -253,15 +287,20 @@ def sweep_status(name: str | Path, *, root: str | Path | None = None, poll: bool
 
             logging.getLogger("hpcjobs.sweep").warning(
                 "the ledger %s is read-only for you: showing the scheduler's answer without recording it", ledger.path)
+        cancelled: list[str] = []
         if poll and meta.scheduler != "local":
-            changed = poll_status(ledger, client or client_for(meta.scheduler))
+            from hpcjobs.sweep.pipeline import cancel_blocked
+
+            c = client or client_for(meta.scheduler)
+            changed = poll_status(ledger, c)
+            cancelled = cancel_blocked(ledger, c)  # a job whose upstream failed would wait for ever
         elif poll and not ledger.read_only:
             from hpcjobs.sweep.local import settle_if_idle
 
             changed = settle_if_idle(ledger)  # a dead local runner's points: from their exit files
         page = [] if points_limit == 0 else ledger.points(points_state, offset=points_offset, limit=points_limit)
         return SweepStatus(meta.sweep_id, folder, meta.site, meta.scheduler, ledger.summary(), page, changed,
-                           ledger.read_only, points_offset)
+                           ledger.read_only, points_offset, tuple(cancelled))
 
 
 def cancel_sweep(name: str | Path, *, root: str | Path | None = None,
@@ -333,7 +372,11 @@ def resubmit_sweep(
 
             return prepared, run_local(prepared, ledger), reset
         assert c is not None
-        return prepared, SweepSubmitter(prepared, ledger, c, throttle=throttle).submit(), reset
+        from hpcjobs.sweep.pipeline import settle_upstreams
+
+        deps, records = settle_upstreams(*_upstream_args(prepared), ledger.upstreams(), c) if reset else ((), [])
+        ledger.record_upstreams(records)
+        return prepared, SweepSubmitter(prepared, ledger, c, throttle=throttle, after=deps).submit(), reset
 
 
 __all__ = ["SweepListing", "SweepStatus", "SweepSummary", "cancel_sweep", "find_sweep", "list_sweeps",

@@ -87,13 +87,14 @@ from hpcjobs.sweep.ledger_schema import (
     refuse_schemaless,
 )
 from hpcjobs.sweep.ledger_status import StatusRecords
+from hpcjobs.sweep.ledger_upstreams import UpstreamRecord, UpstreamRecords
 from hpcjobs.sweep.lock import LOCK_FILE, SubmitterLock
 
 __all__ = [
     "LEDGER_FILE", "LOCK_FILE", "PLANNED", "POINT_STATES", "REMOVED", "SCHEMA_VERSION", "SUBMITTED", "SUBMITTING",
     "SUB_FAILED", "SUB_SUBMITTED", "SUB_SUBMITTING", "SUB_UNKNOWN", "UNRESOLVED", "Ledger", "PointLike", "PointRecord",
-    "StrayJob", "Submission", "SubmitterLock", "SweepMeta", "UnseenJob", "choose_journal_mode", "experiment_sha256",
-    "new_token",
+    "StrayJob", "Submission", "SubmitterLock", "SweepMeta", "UnseenJob", "UpstreamRecord", "choose_journal_mode",
+    "experiment_sha256", "new_token",
 ]
 
 #: ``UPDATE ... FROM`` (a chunk's points and their array indices in one statement) needs SQLite 3.33.
@@ -115,7 +116,7 @@ def _chunk_rows(con: sqlite3.Connection, ids: Sequence[str], members: str) -> tu
 
 # ----------------------------------------------------------------------------------------- the ledger
 
-class Ledger(LedgerReads, RecoveryRecords, StatusRecords):
+class Ledger(LedgerReads, RecoveryRecords, StatusRecords, UpstreamRecords):
     """One sweep's ledger. Create with :meth:`create`, reopen with :meth:`open`; close when done.
 
     Reading is safe while another process writes (``hpcjobs status`` beside a running submitter).

@@ -30,6 +30,10 @@ Split out of :mod:`hpcjobs.sweep.ledger` (which re-exports every public name her
 - ``unseen_jobs``: consecutive status polls that did not report a submitted job id (a job id the
   scheduler never knows is marked lost after a grace period). These two tables came without a
   version change: a ledger that lacks them gets them at the first write that needs them.
+- ``upstreams``: what the sweep waits for (``after:``, ``--after``; :mod:`hpcjobs.sweep.ledger_upstreams`): the
+  reference as given (``ref``), its condition (``ok``/``any``/``done``), the upstream's sweep id and folder (none
+  for a bare scheduler job id), the upstream job ids the last submission waited for, and the jobs of this sweep
+  cancelled because their upstream failed. Added without a version change, like the two tables above.
 - ``poll_memo``: the last status answer applied that reported every id asked (SHA-256 of the
   scheduler's text and of the ids asked, and the ledger's ``updated_at`` after it): the same answer
   on an unchanged ledger changes nothing and is not read again (:mod:`hpcjobs.sweep.ledger_status`).
@@ -187,6 +191,15 @@ CREATE TABLE IF NOT EXISTS poll_memo (
   answer_sha256 TEXT NOT NULL,
   asked_sha256 TEXT NOT NULL,
   stamp REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS upstreams (
+  ref TEXT PRIMARY KEY,
+  condition TEXT NOT NULL CHECK (condition IN ('ok', 'any', 'done')),
+  sweep_id TEXT,
+  folder TEXT,
+  job_ids_json TEXT NOT NULL,
+  cancelled_json TEXT NOT NULL DEFAULT '[]',
+  recorded_at REAL NOT NULL
 );
 """
 _SCHEMA += _AUX_SCHEMA

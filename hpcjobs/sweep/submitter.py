@@ -34,7 +34,7 @@ from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, SubmitErr
 from hpcjobs.render.script import render_job
 from hpcjobs.resolve import ResolvedJob
 from hpcjobs.schedulers import limits_cache
-from hpcjobs.schedulers.base import ClusterLimits, SubmitOptions
+from hpcjobs.schedulers.base import ClusterLimits, JobDependency, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.states import JobTag
@@ -127,12 +127,13 @@ class SweepSubmitter:
         progress: Called after each chunk.
         sleep: Injected for tests.
         user: Whose queue counts against submit limits (default: the current user).
+        after: Jobs every chunk waits for (pipelines: :func:`hpcjobs.sweep.pipeline.dependencies`).
     """
 
     def __init__(self, prepared: PreparedSweep, ledger: Ledger, client: SchedulerClient, *,
                  throttle: int | None = None, retry: RetryPolicy | None = None,
                  progress: Progress | None = None, sleep: Callable[[float], None] = time.sleep,
-                 user: str | None = None) -> None:
+                 user: str | None = None, after: tuple[JobDependency, ...] = ()) -> None:
         self.prepared = prepared
         self.ledger = ledger
         self.client = client
@@ -141,6 +142,7 @@ class SweepSubmitter:
         self.progress = progress
         self.sleep = sleep
         self.user = user or getpass.getuser()
+        self.after = after
         #: Ids printed with exit 0 in this run, by token, checked against the tags at its end.
         self._printed: dict[str, str] = {}
 
@@ -218,7 +220,7 @@ class SweepSubmitter:
         return self.client.backend.submit_argv(script, self._options(chunk, token))
 
     def _options(self, chunk: Chunk, token: str) -> SubmitOptions:
-        return SubmitOptions(comment=JobTag(self.prepared.sweep_id, chunk.number, token).render())
+        return SubmitOptions(comment=JobTag(self.prepared.sweep_id, chunk.number, token).render(), after=self.after)
 
     def _submit_chunk(self, chunk: Chunk) -> str:
         """Submit one chunk: retry what surely failed, look up what may have been queued."""

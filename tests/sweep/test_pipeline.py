@@ -1,0 +1,351 @@
+"""Pipelines against a fake Slurm (the subprocess seam replaced): resolving upstreams, the dependency argv,
+the ledger record kept on resume and resubmit, and the cancellation of jobs whose upstream failed.
+
+The squeue and sacct answers of a job whose ``afterok`` upstream failed are the real ones recorded on the
+Slurm 22.05 testbed (``tests/data/slurm/testbed/*dependency*``, see tests/data/SOURCES.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from hpcjobs import process
+from hpcjobs.errors import CommandError, ConfigError
+from hpcjobs.formats.slurm import parse_squeue_status
+from hpcjobs.process import CommandResult
+from hpcjobs.schedulers.base import JobDependency, SubmitOptions
+from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.schedulers.pbs import PbsProBackend, TorqueBackend
+from hpcjobs.schedulers.registry import get_backend
+from hpcjobs.schedulers.slurm import SlurmBackend
+from hpcjobs.sweep.api import resubmit_sweep, run_sweep, sweep_status
+from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.pipeline import BLOCKED_STATE_RAW, parse_after_option
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = str(ROOT / "tests" / "sites" / "hpctest.yaml")
+DATA = ROOT / "tests" / "data" / "slurm" / "testbed"
+
+
+class FakeSlurm:
+    """sbatch/sacct/squeue/scancel/scontrol of a fake Slurm whose task outcomes a test sets.
+
+    ``outcome[job_id]`` is the state of every task of that job (default ``PENDING`` while it has a dependency,
+    else ``COMPLETED``); ``failing[job_id]`` the task indices that end ``FAILED`` (exit 3). A job whose
+    ``afterok`` upstream has a failed task is reported by squeue as ``PENDING`` with the reason
+    ``DependencyNeverSatisfied``, as the testbed's real Slurm does.
+    """
+
+    def __init__(self, first_id: int = 100) -> None:
+        self.jobs: dict[str, dict[str, object]] = {}
+        self.next_id = first_id
+        self.calls: list[list[str]] = []
+        self.failing: dict[str, set[int]] = {}
+        self.running: set[str] = set()
+        self.cancelled: set[str] = set()
+
+    def __call__(self, argv, *, timeout=60.0, input=None, env=None, cwd=None, check=True):
+        argv = list(argv)
+        self.calls.append(argv)
+        rc, out, err = 0, "", ""
+        name = argv[0]
+        if name == "sbatch":
+            text = Path(argv[-1]).read_text()
+            array = re.search(r"^#SBATCH --array=(\S+)", text, re.M)
+            size = int(array.group(1).split("%")[0].split("-")[1]) + 1 if array else 1
+            dep = next((a.split("=", 1)[1] for a in argv if a.startswith("--dependency=")), "")
+            job_id = str(self.next_id)
+            self.next_id += 1
+            self.jobs[job_id] = {"comment": next(a.split("=", 1)[1] for a in argv if a.startswith("--comment=")),
+                                 "name": re.search(r"^#SBATCH --job-name=(\S+)", text, re.M).group(1),
+                                 "size": size, "dep": dep, "array": bool(array)}
+            out = f"{job_id}\n"
+        elif name == "scontrol":
+            out = "ClusterName = fake\nMaxArraySize = 101\nMinJobAge = 300 sec\n"
+        elif name == "squeue" and "--format=%F|%k" in argv:
+            wanted = next(a.split("=", 1)[1] for a in argv if a.startswith("--name="))
+            out = "".join(f"{j}|{d['comment']}\n" for j, d in self.jobs.items() if d["name"] == wanted)
+        elif name == "squeue":  # the status fallback: one line per task, with the pending reason
+            ids = next(a.split("=", 1)[1] for a in argv if a.startswith("--jobs=")).split(",")
+            lines = []
+            for j in ids:
+                for i, (state, reason) in self._tasks(j):
+                    lines.append(f"{j}_{i}|{j}|{j}|{i}|{state}|{reason}|{self.jobs[j]['name']}|(null)")
+            out = "".join(line + "\n" for line in lines)
+        elif name == "sacct" and "--format=JobID,Comment" in argv:
+            out = ""
+        elif name == "sacct":
+            ids = next(a.split("=", 1)[1] for a in argv if a.startswith("--jobs=")).split(",")
+            lines = []
+            for j in ids:
+                for i, (state, _reason) in self._tasks(j):
+                    code = "3:0" if state == "FAILED" else "0:0"
+                    reason = "Dependency" if state == "PENDING" else "None"  # sacct keeps the first reason
+                    lines.append(f"{j}_{i}|{j}|{state}|{code}|{reason}|{self.jobs[j]['name']}|")
+            out = "".join(line + "\n" for line in lines)
+        elif name == "scancel":
+            self.cancelled.update(argv[1:])
+        elif name == "sacctmgr":
+            out = ""
+        if check and rc:
+            raise CommandError(argv, rc, out, err)
+        return CommandResult(tuple(argv), rc, out, err, 0.0)
+
+    def _failed(self, job_id: str) -> bool:
+        return bool(self.failing.get(job_id))
+
+    def _tasks(self, job_id: str) -> list[tuple[int, tuple[str, str]]]:
+        d = self.jobs.get(job_id)
+        if d is None:
+            return []
+        upstream = [u for u in re.findall(r"\d+", str(d["dep"]))]
+        out = []
+        for i in range(int(d["size"])):  # type: ignore[call-overload]
+            if job_id in self.cancelled:
+                state = ("CANCELLED by 0", "Dependency")
+            elif upstream and any(self._failed(u) for u in upstream):
+                state = ("PENDING", "DependencyNeverSatisfied")
+            elif upstream and any(u in self.running for u in upstream):
+                state = ("PENDING", "Dependency")
+            elif job_id in self.running:
+                state = ("RUNNING", "None")
+            else:
+                state = ("FAILED" if i in self.failing.get(job_id, set()) else "COMPLETED", "None")
+            out.append((i, state))
+        return out
+
+    def sbatch(self) -> list[list[str]]:
+        return [c for c in self.calls if c[0] == "sbatch"]
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeSlurm:
+    f = FakeSlurm()
+    monkeypatch.setattr(process, "run_command", f)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HPCJOBS_SUBMIT_LOOKUP_S", "0")
+    return f
+
+
+def _client() -> SchedulerClient:
+    return SchedulerClient(get_backend("slurm"))
+
+
+def _exp(tmp_path: Path, name: str, n: int, extra: str = "") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"name: {name}\ncommand: echo $x\n{extra}sweep:\n  grid:\n    x: {list(range(n))}\n")
+    return path
+
+
+def _sweep(path: Path, tmp_path: Path, **kw):  # type: ignore[no-untyped-def]
+    return run_sweep(path, site=SITE, root=tmp_path / "sweeps", client=_client(), **kw)
+
+
+# ----------------------------------------------------------------------------------------- argv
+
+
+def test_dependency_argv_per_scheduler() -> None:
+    opts = SubmitOptions(after=(JobDependency("ok", ("100", "101")), JobDependency("any", ("102",))))
+    assert "--dependency=afterok:100:101,afterany:102" in SlurmBackend().submit_argv(Path("s.sh"), opts)
+    pbs = SubmitOptions(after=(JobDependency("ok", ("7[].pbs", "8.pbs")),))
+    assert PbsProBackend().submit_argv(Path("s.sh"), pbs)[1:3] == ["-W", "depend=afterok:7[].pbs:8.pbs"]
+    assert TorqueBackend().submit_argv(Path("s.sh"), pbs)[1:3] == ["-W", "depend=afterok:8.pbs,afterokarray:7[].pbs"]
+    with pytest.raises(ValueError):
+        JobDependency("done", ("1",))
+
+
+def test_after_option_forms() -> None:
+    assert (parse_after_option("prep.yaml").ref, parse_after_option("prep.yaml").when) == ("prep.yaml", "ok")
+    assert (parse_after_option("any:prep-1a2b3c4d").ref, parse_after_option("any:prep-1a2b3c4d").when) == \
+        ("prep-1a2b3c4d", "any")
+    assert parse_after_option("done:123").when == "done"
+    with pytest.raises(ConfigError, match="--after"):
+        parse_after_option("ok:")
+
+
+# ----------------------------------------------------------------------------------------- resolving
+
+
+def test_upstream_file_resolved_to_its_arrays_and_recorded(tmp_path: Path, fake: FakeSlurm) -> None:
+    up = _exp(tmp_path, "prep", 2)
+    _sweep(up, tmp_path)
+    fake.running.add("100")
+    down = _exp(tmp_path, "train", 3, "after: [prep.yaml]\n")
+    prepared, _report = _sweep(down, tmp_path)
+    assert fake.sbatch()[-1][2] == "--dependency=afterok:100"
+    with Ledger.open(prepared.folder) as ledger:
+        (rec,) = ledger.upstreams()
+        assert (rec.ref, rec.condition, rec.job_ids) == (str(up.resolve()), "ok", ("100",))
+        assert rec.sweep_id is not None and rec.sweep_id.startswith("prep-")
+        sub = ledger.submissions(with_points=False)[0]
+        assert "--dependency=afterok:100" in (sub.argv or [])
+
+
+def test_cli_after_by_sweep_name_any_and_finished_upstream(tmp_path: Path, fake: FakeSlurm) -> None:
+    _sweep(_exp(tmp_path, "prep", 2), tmp_path)          # job 100, completes
+    _sweep(_exp(tmp_path, "other", 1), tmp_path)         # job 101, still running
+    fake.running.add("101")
+    _sweep(_exp(tmp_path, "train", 1), tmp_path, after=("prep", "any:other"))
+    argv = fake.sbatch()[-1]
+    # prep has ended successfully: nothing to wait for; other is running: afterany
+    assert "--dependency=afterany:101" in argv and not any("afterok" in a for a in argv)
+
+
+def test_failed_upstream_with_ok_refuses_and_names_the_fix(tmp_path: Path, fake: FakeSlurm) -> None:
+    _sweep(_exp(tmp_path, "prep", 2), tmp_path)
+    fake.failing["100"] = {1}
+    with pytest.raises(ConfigError) as info:
+        _sweep(_exp(tmp_path, "train", 1, "after: prep.yaml\n"), tmp_path)
+    text = str(info.value)
+    assert "1 FAILED" in text and "1 COMPLETED" not in text and "hpcjobs resubmit prep-" in text
+    assert "after.0.sweep" in text and str(tmp_path / "train.yaml") in text
+    assert not list((tmp_path / "sweeps").glob("train-*"))  # refused before anything was written
+    # any ending will do
+    _sweep(_exp(tmp_path, "train", 1, "after: [{sweep: prep.yaml, when: any}]\n"), tmp_path)
+    assert not any(a.startswith("--dependency") for a in fake.sbatch()[-1])
+
+
+def test_unsubmitted_upstream_is_an_error_with_the_hint(tmp_path: Path, fake: FakeSlurm) -> None:
+    _exp(tmp_path, "prep", 2)
+    with pytest.raises(ConfigError, match=r"has not been submitted .*submit it first \(hpcjobs sweep "):
+        _sweep(_exp(tmp_path, "train", 1, "after: [prep.yaml]\n"), tmp_path)
+    with pytest.raises(ConfigError, match="upstream 'nosuch' was not found: submit it first"):
+        _sweep(_exp(tmp_path, "eval", 1), tmp_path, after=("nosuch",))
+    assert fake.sbatch() == []
+
+
+def test_bare_job_id_waits_as_given(tmp_path: Path, fake: FakeSlurm) -> None:
+    _sweep(_exp(tmp_path, "train", 1), tmp_path, after=("4242",))
+    assert "--dependency=afterok:4242" in fake.sbatch()[-1]
+
+
+def test_recorded_upstream_kept_on_resubmit_with_new_ids(tmp_path: Path, fake: FakeSlurm) -> None:
+    prep = _exp(tmp_path, "prep", 2)
+    _sweep(prep, tmp_path)                                   # 100
+    fake.running.add("100")
+    prepared, _ = _sweep(_exp(tmp_path, "train", 2), tmp_path, after=("prep",))   # 101 waits for 100
+    assert "--dependency=afterok:100" in fake.sbatch()[-1]
+    # the upstream fails: the downstream is blocked, status cancels it (one squeue, one scancel)
+    fake.running.discard("100")
+    fake.failing["100"] = {0}
+    before = len(fake.calls)
+    st = sweep_status(prepared.sweep_id, root=tmp_path / "sweeps")
+    calls = [c[0] for c in fake.calls[before:]]
+    assert calls.count("scancel") == 1 and calls.count("squeue") == 1
+    assert st.upstream_cancelled == ("101",) and st.counts == {"CANCELLED": 2}
+    assert {p.state_raw for p in st.points} == {BLOCKED_STATE_RAW}
+    # the next status asks nothing more of the cancelled job
+    before = len(fake.calls)
+    assert sweep_status(prepared.sweep_id, root=tmp_path / "sweeps").upstream_cancelled == ()
+    assert [c[0] for c in fake.calls[before:]] == []
+    # resubmit the upstream's failed point (102), then the downstream: it waits for the new job only
+    fake.running.add("102")
+    resubmit_sweep("prep", root=tmp_path / "sweeps", client=_client())
+    _, report, reset = resubmit_sweep(prepared.sweep_id, root=tmp_path / "sweeps", client=_client())
+    assert reset == 2 and report.job_ids == ["103"]
+    assert "--dependency=afterok:102" in fake.sbatch()[-1]
+    with Ledger.open(prepared.folder) as ledger:
+        (rec,) = ledger.upstreams()
+        assert rec.job_ids == ("102",) and rec.cancelled == ("101",)
+
+
+def test_rerun_without_after_keeps_recorded_upstream(tmp_path: Path, fake: FakeSlurm) -> None:
+    _sweep(_exp(tmp_path, "prep", 1), tmp_path)
+    fake.running.add("100")
+    down = _exp(tmp_path, "train", 3)
+    prepared, _ = _sweep(down, tmp_path, after=("prep",))
+    n = len(fake.sbatch())
+    _prepared, report = _sweep(down, tmp_path)  # nothing pending: no new submission, the record stays
+    assert report.points_submitted == 0 and len(fake.sbatch()) == n
+    with Ledger.open(prepared.folder) as ledger:
+        (rec,) = ledger.upstreams()
+        assert rec.ref == "prep" and rec.job_ids == ("100",) and (rec.sweep_id or "").startswith("prep-")
+
+
+def test_dry_run_shows_the_dependency_and_writes_nothing(tmp_path: Path, fake: FakeSlurm) -> None:
+    _sweep(_exp(tmp_path, "prep", 1), tmp_path)
+    fake.running.add("100")
+    prepared, report = _sweep(_exp(tmp_path, "train", 2, "after: [prep.yaml]\n"), tmp_path, dry_run=True)
+    assert "--dependency=afterok:100" in report.dry_run_commands[0]
+    assert not prepared.folder.exists()
+
+
+# ----------------------------------------------------------------------------------------- real output
+
+
+def test_real_squeue_dependency_never_satisfied_is_read() -> None:
+    records = parse_squeue_status((DATA / "squeue_dependency_never_satisfied.txt").read_text())
+    blocked = [(r.job_id, r.array_job_id, r.array_task_id, r.state) for r in records
+               if r.reason == "DependencyNeverSatisfied"]
+    assert blocked == [("9544_0", "9544", 0, "PENDING"), ("9544_1", "9544", 1, "PENDING"),
+                       ("9545", None, None, "PENDING")]
+    sacct = (DATA / "sacct_status_dependency_pending.txt").read_text()
+    # sacct keeps the first reason (Dependency): only squeue tells that it can never be satisfied
+    assert "9544_[0-1]|9544|PENDING|0:0|Dependency|" in sacct and "DependencyNeverSatisfied" not in sacct
+
+
+class RecordedSlurm:
+    """Answers the status calls of one downstream array (9544) with the testbed's recorded output."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.cancelled = False
+
+    def __call__(self, argv, *, timeout=60.0, input=None, env=None, cwd=None, check=True):
+        argv = list(argv)
+        self.calls.append(argv)
+        out = ""
+        keep = ("9544",)
+        if argv[0] == "sacct" and any(a.startswith("--jobs=") for a in argv):
+            name = "sacct_status_dependency_cancelled.txt" if self.cancelled else "sacct_status_dependency_pending.txt"
+            out = "".join(line + "\n" for line in (DATA / name).read_text().splitlines()
+                          if line.split("|")[1].split(".")[0] in keep)
+        elif argv[0] == "squeue" and "--array" in argv:
+            out = "".join(line + "\n" for line in (DATA / "squeue_dependency_never_satisfied.txt").read_text()
+                          .splitlines() if line.split("|")[2] in keep)
+        elif argv[0] == "scancel":
+            self.cancelled = True
+        return CommandResult(tuple(argv), 0, out, "", 0.0)
+
+
+def test_status_maps_real_dependency_never_satisfied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeSlurm(first_id=9544)
+    monkeypatch.setattr(process, "run_command", fake)
+    monkeypatch.chdir(tmp_path)
+    fake.running.add("9543")
+    fake.jobs["9543"] = {"comment": "", "name": "up", "size": 2, "dep": "", "array": True}
+    prepared, _ = _sweep(_exp(tmp_path, "down", 2), tmp_path, after=("9543",))
+    assert "--dependency=afterok:9543" in fake.sbatch()[-1]
+    recorded = RecordedSlurm()
+    monkeypatch.setattr(process, "run_command", recorded)
+    st = sweep_status(prepared.sweep_id, root=tmp_path / "sweeps", client=_client())
+    assert [c[0] for c in recorded.calls] == ["sacct", "squeue", "scancel"]
+    assert recorded.calls[-1] == ["scancel", "9544"]
+    assert st.upstream_cancelled == ("9544",)
+    assert [(p.state, p.state_raw) for p in st.points] == [("CANCELLED", BLOCKED_STATE_RAW)] * 2
+    assert json.loads(json.dumps(st.as_dict()))["upstream_cancelled"] == ["9544"]
+
+
+# ----------------------------------------------------------------------------------------- ledger upgrade
+
+
+def test_ledger_without_upstreams_table_reads_empty_and_gets_it(tmp_path: Path, fake: FakeSlurm) -> None:
+    prepared, _ = _sweep(_exp(tmp_path, "prep", 1), tmp_path)
+    con = sqlite3.connect(prepared.folder / "ledger.sqlite")
+    con.execute("DROP TABLE upstreams")  # as a ledger written before the table existed
+    con.commit()
+    con.close()
+    with Ledger.open(prepared.folder) as ledger:
+        assert ledger.upstreams() == []
+        ledger.record_upstream_cancelled(["1"])  # nothing to note it on: no table made for it
+        assert ledger.upstreams() == []
+        from hpcjobs.sweep.ledger import UpstreamRecord
+
+        ledger.record_upstreams([UpstreamRecord("x.yaml", "any", "x-1", "/f", ("7",))])
+        assert [(r.ref, r.condition, r.job_ids) for r in ledger.upstreams()] == [("x.yaml", "any", ("7",))]
+        assert ledger.check_invariants() == []
