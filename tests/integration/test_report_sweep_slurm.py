@@ -55,7 +55,7 @@ def test_report_shows_a_sweeps_outcomes(slurm_testbed, tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["report", "--sweep", prepared.sweep_id, "--since", "1d",
                                        "--section", "failures", "--json"])
     assert result.exit_code == 0, result.output
-    tables = json.loads(result.output)
+    tables = json.loads(result.stdout)  # stderr warns that the ledger (under sweeps/, not found from here) is not used
     assert {row["state"]: row["jobs"] for row in tables["failures_by_state"]} == {
         "COMPLETED": 1, "FAILED": 1, "TIMEOUT": 1, "CANCELLED": 1}
     exits = {(row["state"], row["exit_code"]) for row in tables["failures_by_exit"]}
