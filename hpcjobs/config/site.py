@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
 from hpcjobs.config.site_containers import KubernetesSettings, SwarmSettings
 from hpcjobs.config.types import EnvName, EnvValue, ExportName, Memory, Name, OneLine, StrictModel, Walltime
+
+#: One item of Slurm's TRESBillingWeights (slurm.conf(5)): ``NAME=NUMBER`` with an optional K/M/G/T/P suffix.
+_TRES_WEIGHT = re.compile(r"^[^=\s]+=[0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?[KMGTP]?$")
 
 SchedulerName = Literal["slurm", "pbspro", "torque", "swarm", "kubernetes", "local"]
 SCHEDULERS: tuple[str, ...] = ("slurm", "pbspro", "torque", "swarm", "kubernetes", "local")
@@ -57,9 +61,10 @@ class Partition(StrictModel):
     @model_validator(mode="after")
     def _consistent(self) -> Partition:
         if self.tres_billing_weights is not None:
-            from hpcjobs.plan.billing import parse_billing_weights
-
-            parse_billing_weights(self.tres_billing_weights)  # BillingWeightsError is a ValueError
+            for item in self.tres_billing_weights.split(","):
+                if item.strip() and not _TRES_WEIGHT.match(item.strip()):
+                    raise ValueError(f"tres_billing_weights: not a TRES weight: {item.strip()!r} (expected "
+                                     "NAME=NUMBER, e.g. CPU=1.0 or Mem=0.25G)")
         if self.gpu_types and not self.gpus_per_node:
             raise ValueError("gpu_types is set but gpus_per_node is 0")
         if self.default_walltime and self.max_walltime and self.default_walltime > self.max_walltime:

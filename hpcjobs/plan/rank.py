@@ -113,11 +113,15 @@ def recommend(rows: Sequence[PlanRow], now: datetime) -> tuple[PlanRow | None, s
                 other = min((k[1] for k, r in rest if k[0] == key[0]), default=math.inf)
                 if math.isfinite(other):
                     reason += f" (next best {_minutes(other)})"
-        elif not same_wait:
+        else:
             reason += "; no history of similar jobs"
-        if same_wait and math.isfinite(key[2]):
-            unit = "billing-hours" if best.billing_known else "CPU-hours"
-            reason += f"; lowest cost {key[2]:.4g} {unit}"
+        if same_wait:
+            same_cost = [r for k, r in rest if k[:3] == key[:3]]
+            if math.isfinite(key[2]) and not same_cost:
+                unit = "billing-hours" if best.billing_known else "CPU-hours"
+                reason += f"; lowest cost {key[2]:.4g} {unit}"
+            else:
+                reason += "; same cost: first in the site's order"
     return best, reason
 
 

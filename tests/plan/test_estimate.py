@@ -35,6 +35,7 @@ def test_full_node_gives_the_end_of_the_running_job(name: str, partition: str) -
     ("sbatch_test_only_bad_node_config.txt", "Requested node configuration is not available"),
     ("sbatch_test_only_time_limit.txt", "Requested time limit is invalid (missing or exceeds some limit)"),
     ("sbatch_test_only_bad_qos.txt", "Invalid qos specification"),
+    ("sbatch_test_only_too_many_cpus.txt", "More processors requested than permitted"),
     ("sbatch_test_only_bad_partition.txt", "Invalid partition name specified; invalid partition specified: nope"),
 ])
 def test_refusals_carry_slurms_reason(name: str, error: str) -> None:

@@ -64,3 +64,10 @@ def test_nothing_fits_names_every_reason() -> None:
 
 def test_qos_rows_are_labelled_partition_slash_qos() -> None:
     assert PlanRow("gpu", "high").label == "gpu/high" and PlanRow("gpu").label == "gpu"
+
+
+def test_reason_of_a_full_tie_says_the_sites_order_decided() -> None:
+    _, reason = recommend([_row("x", 0, cost=1), _row("y", 0, cost=1)], NOW)
+    assert reason.endswith("(tied with y); no history of similar jobs; same cost: first in the site's order")
+    _, reason = recommend([_row("x", 0, cost=2), _row("y", 0, cost=1)], NOW)
+    assert reason.endswith("(tied with x); no history of similar jobs; lowest cost 1 CPU-hours")
