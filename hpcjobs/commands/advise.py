@@ -88,11 +88,17 @@ def print_advice(advice: Any, label: str) -> None:
                            "[red]blocked[/]" if lr.blocked else (lr.proposed_text or "-"), escape(lr.note))
         out.print(raises)
     sv = advice.savings
+    mem_asked, mem_used = sv.get("memory_asked_bytes"), sv.get("memory_used_bytes")
+    if mem_asked and mem_used is not None:
+        out.print(f"memory per node: asked {shown('memory', mem_asked)}, used at most {shown('memory', mem_used)} "
+                  f"({mem_used / mem_asked:.0%} of it)", highlight=False)
     for kind in ("core", "gpu"):
         asked, proposed = sv.get(f"{kind}_hours_asked"), sv.get(f"{kind}_hours_proposed")
         if asked and proposed is not None:
-            out.print(f"{kind.upper() if kind == 'gpu' else kind}-hours reserved (request × limit): {asked:.2f} asked, "
-                      f"{proposed:.2f} proposed ({(asked - proposed) / asked:+.0%} saved)", highlight=False)
+            change = (f"{(asked - proposed) / asked:.0%} less" if proposed <= asked
+                      else f"{(proposed - asked) / asked:.0%} more")
+            out.print(f"{'GPU' if kind == 'gpu' else 'core'}-hours reserved (request × limit) over these runs: "
+                      f"{asked:.2f} asked, {proposed:.2f} proposed ({change})", highlight=False)
 
 
 @click.command("advise")

@@ -292,3 +292,21 @@ def test_cli_report_right_sizing_csv(testbed_capture):
                                   "efficiency", "--table", "right_sizing", "--csv"])
     assert r.exit_code == 0, r.output
     assert "asked 1G, used at most 3.2M in 10 of 10 runs: ask 128M" in r.output
+
+
+def test_real_sweep_capture_with_a_timeout():
+    """The testbed sweep of tests/integration/test_advise_slurm.py (see tests/data/SOURCES.md): 2G asked, 120M used."""
+    df = read_saved(DATA / "testbed" / "sacct_rightsize_sweep.txt")
+    (a,) = advise_groups(df, AdviceSettings(min_runs=4))
+    assert a.group == {"user": "root", "sweep_id": "rightsize-83c04e2c"}
+    assert (a.runs, a.completed, a.partition) == (6, 4, "debug")  # + the TIMEOUT and the cancelled retry
+    mem = next(r for r in a.resources if r.resource == "memory")
+    assert mem.asked == 2 * G and 120 * M < mem.used_max < 140 * M  # MaxRSS 134016K of the 120 MiB task
+    assert mem.proposed == 256 * M and mem.proposed_text == "256M"
+    lr = a.raise_for("walltime")
+    assert lr.jobs == ("9594_4",) and lr.asked == 60 and lr.proposed_text == "00:02:00"
+    site = load_site_file(SITES / "hpctest.yaml")  # 1 h at most on debug: the raise fits
+    (b,) = advise_groups(df, AdviceSettings(min_runs=4), site=site)
+    assert b.raise_for("walltime").proposed == 120
+    notes = right_sizing_table(df)  # default 5 runs needed: only the raise is noted
+    assert list(notes["resource"]) == ["walltime"] and notes["sweep_or_job"].iloc[0] == "rightsize-83c04e2c"
