@@ -206,10 +206,13 @@ def render(experiment: str, site: str | None, overrides: tuple[str, ...], output
               help="Folder of sweep folders; single jobs are recorded in its jobs/ (default: as for sweeps).")
 @click.option("--partition", metavar="NAME|auto",
               help="Partition (as --set partition=NAME); auto: where it would start soonest (hpcjobs plan's rule).")
+@click.option("--after", "after", multiple=True, metavar="[WHEN:]SWEEP|JOB",
+              help="Wait for this sweep or job (id, name, experiment file) to end: WHEN ok (default: it succeeded), "
+              "any or done (any ending). Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
 def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refresh_site: bool, new: bool,
-           root: str | None, as_json: bool, partition: str | None = None) -> None:
+           root: str | None, as_json: bool, partition: str | None = None, after: tuple[str, ...] = ()) -> None:
     """Check, render and submit EXPERIMENT as one job (its parameter sweep is `hpcjobs sweep`).
 
     The same request (the experiment's content, --set overrides, site and this folder) is submitted
@@ -225,7 +228,7 @@ def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refres
         if chosen:
             click.echo(chosen, err=True)
     sub = submit_experiment(experiment, site=site, overrides=overrides, refresh_site=refresh_site, root=root,
-                            new=new)
+                            new=new, after=after)
     if as_json:
         click.echo(json.dumps({"job_id": sub.job_id, "script": str(sub.script), "tag": sub.tag.render(),
                                "site": sub.site, "scheduler": sub.scheduler,

@@ -144,6 +144,7 @@ def submit_experiment(
     root: str | Path | None = None,
     new: bool = False,
     client: SchedulerClient | None = None,
+    after: tuple[str, ...] = (),
 ) -> Submission:
     """Load, check, render and submit an experiment file as one job, exactly once per request.
 
@@ -162,6 +163,7 @@ def submit_experiment(
         root: Folder of sweep folders (default: found as for sweeps).
         new: Submit another job even if this request was submitted before.
         client: The scheduler client (default: the site's scheduler).
+        after: ``--after`` upstreams (``[WHEN:]SWEEP|JOB``; :mod:`hpcjobs.sweep.pipeline`).
 
     Raises:
         ConfigError: Bad input, or a site without a scheduler (nothing is written or submitted).
@@ -172,4 +174,4 @@ def submit_experiment(
     from hpcjobs.sweep.singles import submit_single
 
     return submit_single(path, site=site, overrides=overrides, submit_dir=submit_dir, refresh_site=refresh_site,
-                         root=root, new=new, client=client)
+                         root=root, new=new, client=client, after=after)

@@ -51,11 +51,11 @@ from hpcjobs.errors import (
     SchedulerOutputError,
     SubmitError,
 )
-from hpcjobs.schedulers.base import SubmitOptions
+from hpcjobs.schedulers.base import JobDependency, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.states import JobTag, new_token
 from hpcjobs.sweep.identity import IDENTITY_SCHEME, experiment_digest, sweep_folders
-from hpcjobs.sweep.ledger import Ledger, SweepMeta
+from hpcjobs.sweep.ledger import LEDGER_FILE, Ledger, SweepMeta
 from hpcjobs.sweep.lookup import await_tokens
 from hpcjobs.sweep.singles_read import KIND, SingleJob, index_job, single_job_of, singles_root
 
@@ -178,7 +178,8 @@ def _open_ledger(request: SingleRequest) -> Ledger:
 def submit_single(path: str | Path, *, site: str | None = None, overrides: Sequence[str] = (),
                   submit_dir: str | Path | None = None, refresh_site: bool = False, root: str | Path | None = None,
                   new: bool = False, client: SchedulerClient | None = None, lookup_s: float | None = None,
-                  sleep: Callable[[float], None] = time.sleep, user: str | None = None) -> Submission:
+                  sleep: Callable[[float], None] = time.sleep, user: str | None = None,
+                  after: Sequence[str] = ()) -> Submission:
     """Submit an experiment as one job, exactly once per request (see the module documentation).
 
     Args:
@@ -194,6 +195,8 @@ def submit_single(path: str | Path, *, site: str | None = None, overrides: Seque
             ``$HPCJOBS_SUBMIT_LOOKUP_S``, else 60).
         sleep: Injected for tests.
         user: Whose jobs the tag lookups list (default: the current user).
+        after: ``--after`` upstreams (``[WHEN:]REF``): with the experiment's ``after:`` and what the ledger
+            recorded, the job waits for them (:mod:`hpcjobs.sweep.pipeline`).
 
     Returns:
         The job: submitted now (``new``), found by its token after an earlier run lost the answer
@@ -208,8 +211,24 @@ def submit_single(path: str | Path, *, site: str | None = None, overrides: Seque
     request = prepare_single(path, site=site, overrides=overrides, root=root, submit_dir=submit_dir,
                              refresh_site=refresh_site, new=new)
     c = client or _client_for(request.site.scheduler)
+    from hpcjobs.sweep.pipeline import parse_after_option
+
+    cli_after = tuple(parse_after_option(a) for a in after)
+    upstreams = None
+    if not (request.folder / LEDGER_FILE).is_file():  # a new request: a missing upstream stops it unwritten
+        upstreams = _upstreams(request, (), c, cli_after)
     with _open_ledger(request) as ledger:
-        return _submit_request(request, ledger, c, lookup_s=lookup_s, sleep=sleep, user=user)[0]
+        return _submit_request(request, ledger, c, lookup_s=lookup_s, sleep=sleep, user=user, cli_after=cli_after,
+                               upstreams=upstreams)[0]
+
+
+def _upstreams(request: SingleRequest, recorded: Sequence[Any], client: SchedulerClient,
+               cli_after: Sequence[Any]) -> tuple[tuple[JobDependency, ...], list[Any]]:
+    """The job's dependencies and their ledger records (:func:`hpcjobs.sweep.pipeline.settle_upstreams`)."""
+    from hpcjobs.sweep.pipeline import settle_upstreams
+
+    return settle_upstreams(request.experiment, request.experiment_path, request.site.scheduler,
+                            request.folder.parent.parent, recorded, client, cli_after)
 
 
 def _client_for(scheduler: str) -> SchedulerClient:
@@ -226,7 +245,8 @@ def _retry_policy(lookup_s: float | None) -> Any:
 
 def _submit_request(request: SingleRequest, ledger: Ledger, client: SchedulerClient, *, lookup_s: float | None,
                     sleep: Callable[[float], None], user: str | None,
-                    reset: Sequence[str] = ()) -> tuple[Submission, int]:
+                    reset: Sequence[str] = (), cli_after: Sequence[Any] = (),
+                    upstreams: tuple[tuple[JobDependency, ...], list[Any]] | None = None) -> tuple[Submission, int]:
     """Under the request's lock: settle what an earlier run left open, reset a finished job whose state is
     in ``reset`` (resubmit), then submit the point if it is pending.
 
@@ -248,7 +268,9 @@ def _submit_request(request: SingleRequest, ledger: Ledger, client: SchedulerCli
             n_reset = ledger.reset_for_resubmit([p.point_id for p in ledger.points(list(reset))])
         submitted = False
         if ledger.pending_points():
-            job_id = _submit_once(request, ledger, client, retry=retry, sleep=sleep, user=who)
+            deps, records = upstreams or _upstreams(request, ledger.upstreams(), client, cli_after)
+            ledger.record_upstreams(records)
+            job_id = _submit_once(request, ledger, client, retry=retry, sleep=sleep, user=who, after=deps)
             index_job(request.folder.parent, job_id, request.request_id)
             submitted = True
         elif not recovered:
@@ -268,7 +290,7 @@ def _poll_quietly(ledger: Ledger, client: SchedulerClient, poll: Callable[[Ledge
 
 
 def _submit_once(request: SingleRequest, ledger: Ledger, client: SchedulerClient, *, retry: Any,
-                 sleep: Callable[[float], None], user: str) -> str:
+                 sleep: Callable[[float], None], user: str, after: tuple[JobDependency, ...] = ()) -> str:
     """Submit the pending point as a plain job: the sweep's protocol for one chunk of one point.
 
     Raises:
@@ -284,7 +306,7 @@ def _submit_once(request: SingleRequest, ledger: Ledger, client: SchedulerClient
     last: HpcJobsError | None = None
     for attempt in range(1, retry.attempts + 1):
         token = new_token()
-        options = SubmitOptions(comment=JobTag(request.request_id, 0, token).render())
+        options = SubmitOptions(comment=JobTag(request.request_id, 0, token).render(), after=after)
         script = atomic_write_text(request.script_path(token), request.rendered.text, mode=0o700)
         argv = client.backend.submit_argv(script, options)
         ledger.plan_chunk([point.point_id], 0, token=token, argv=argv, array=False)  # before the scheduler call

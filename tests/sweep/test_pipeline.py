@@ -75,7 +75,8 @@ class FakeSlurm:
             lines = []
             for j in ids:
                 for i, (state, reason) in self._tasks(j):
-                    lines.append(f"{j}_{i}|{j}|{j}|{i}|{state}|{reason}|{self.jobs[j]['name']}|(null)")
+                    task, index = (f"{j}_{i}", str(i)) if self.jobs[j]["array"] else (j, "N/A")
+                    lines.append(f"{task}|{j}|{j}|{index}|{state}|{reason}|{self.jobs[j]['name']}|(null)")
             out = "".join(line + "\n" for line in lines)
         elif name == "sacct" and "--format=JobID,Comment" in argv:
             out = ""
@@ -86,7 +87,8 @@ class FakeSlurm:
                 for i, (state, _reason) in self._tasks(j):
                     code = "3:0" if state == "FAILED" else "0:0"
                     reason = "Dependency" if state == "PENDING" else "None"  # sacct keeps the first reason
-                    lines.append(f"{j}_{i}|{j}|{state}|{code}|{reason}|{self.jobs[j]['name']}|")
+                    task = f"{j}_{i}" if self.jobs[j]["array"] else j
+                    lines.append(f"{task}|{j}|{state}|{code}|{reason}|{self.jobs[j]['name']}|")
             out = "".join(line + "\n" for line in lines)
         elif name == "scancel":
             self.cancelled.update(argv[1:])
@@ -349,3 +351,39 @@ def test_ledger_without_upstreams_table_reads_empty_and_gets_it(tmp_path: Path, 
         ledger.record_upstreams([UpstreamRecord("x.yaml", "any", "x-1", "/f", ("7",))])
         assert [(r.ref, r.condition, r.job_ids) for r in ledger.upstreams()] == [("x.yaml", "any", ("7",))]
         assert ledger.check_invariants() == []
+
+
+def test_version_1_ledger_upgrade_reads_no_upstreams_then_records(tmp_path: Path) -> None:
+    """A version 1 ledger (before schema 2 and the upstreams table) is upgraded on open; its upstreams read empty."""
+    from hpcjobs.sweep.ledger import LEDGER_FILE, UpstreamRecord
+
+    folder = tmp_path / "old"
+    folder.mkdir()
+    con = sqlite3.connect(folder / LEDGER_FILE)
+    con.executescript((ROOT / "tests" / "data" / "sweep" / "constructed_ledger_v1.sql").read_text())
+    con.close()
+    with Ledger.open(folder) as ledger:
+        assert ledger.upstreams() == []
+        ledger.record_upstreams([UpstreamRecord("prep", "ok", "prep-1a2b3c4d", "/s/prep-1a2b3c4d", ("41",))])
+        ledger.record_upstream_cancelled(["42", "42"])
+        ledger.record_upstreams([UpstreamRecord("prep", "ok", "prep-1a2b3c4d", "/s/prep-1a2b3c4d", ("43",))])
+        (rec,) = ledger.upstreams()
+        assert (rec.job_ids, rec.cancelled) == (("43",), ("42",))  # a new record keeps what was cancelled
+        assert ledger.check_invariants() == []
+
+
+def test_single_job_after_a_sweep_and_a_sweep_after_the_job(tmp_path: Path, fake: FakeSlurm) -> None:
+    from hpcjobs.submit import submit_experiment
+
+    _sweep(_exp(tmp_path, "prep", 2), tmp_path)                       # 100
+    fake.running.add("100")
+    job = tmp_path / "evaluate.yaml"
+    job.write_text("name: evaluate\ncommand: 'true'\n")
+    sub = submit_experiment(job, site=SITE, root=tmp_path / "sweeps", client=_client(), after=("prep",))
+    assert sub.job_id == "101" and "--dependency=afterok:100" in fake.sbatch()[-1]
+    fake.running.add("101")
+    _sweep(_exp(tmp_path, "report", 1), tmp_path, after=("101",))    # the job of hpcjobs submit, by its id
+    assert "--dependency=afterok:101" in fake.sbatch()[-1]
+    # the same request again: already submitted, nothing new, the record kept
+    again = submit_experiment(job, site=SITE, root=tmp_path / "sweeps", client=_client())
+    assert again.job_id == "101" and len(fake.sbatch()) == 3
