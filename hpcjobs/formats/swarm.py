@@ -272,6 +272,29 @@ def _ranges(indices: Sequence[int]) -> str:
     return ",".join(parts)
 
 
+#: Task states after which the task's container no longer runs.
+FINISHED = frozenset({"Complete", "Failed", "Shutdown", "Rejected", "Orphaned", "Remove"})
+
+
+def settled_services(tasks: Iterable[Task]) -> dict[str, list[str]]:
+    """Services none of whose tasks can still run, with their task ids (a cancelled job's placeholder aside).
+
+    A service with a task that is waiting or running (Swarm's new task in a slot that failed, a task
+    still being stopped) is left out: removing it then would leave that task behind
+    (https://github.com/moby/moby/issues/42789).
+    """
+    out: dict[str, list[str]] = {}
+    busy: set[str] = set()
+    for task in tasks:
+        if task.image == CANCELLED_IMAGE:
+            out.setdefault(task.service, [])
+            continue
+        if task.state not in FINISHED:
+            busy.add(task.service)
+        out.setdefault(task.service, []).append(task.task_id)
+    return {name: ids for name, ids in out.items() if name not in busy}
+
+
 def parse_service_ps(stdout: str) -> list[JobStatus]:
     """Records of ``docker service ps --no-trunc --format '{{json .}}'`` output (:func:`job_statuses`)."""
     return job_statuses(parse_tasks(stdout))

@@ -15,8 +15,11 @@ Commands: ``docker service create`` to submit, one ``docker service ps`` per sta
 service of a sweep, ``docker service update`` to cancel (per service: Swarm can stop a job's tasks
 only by changing it; the update swaps in a placeholder task that can never be placed, so
 ``docker service ps`` still tells a cancelled job from one whose tasks have not started yet), and
-``docker service scale S=0`` for strays (duplicate submissions). Services are never removed:
-``docker service rm`` of a job leaves its running tasks behind (:meth:`SwarmBackend.cancel_argv`).
+``docker service scale S=0`` for strays (duplicate submissions). A service is removed
+(``docker service rm``) once the ledger has recorded every point of its chunk final and none of its
+tasks runs (:mod:`hpcjobs.sweep.retire`, which first saves the service's and its tasks'
+``docker inspect`` records in the sweep folder for ``hpcjobs report``): removing a job with a running
+task leaves that task behind (:meth:`SwarmBackend.cancel_argv`).
 """
 
 from __future__ import annotations
@@ -275,6 +278,18 @@ class SwarmBackend:
     def parse_tag_query(self, stdout: str) -> list[tuple[str, str]]:
         """``(service name, hpcjobs tag)`` of each service :meth:`tag_query_argvs` listed."""
         return fmt.parse_tagged_services(stdout)
+
+    def settled_services(self, stdout: str) -> dict[str, list[str]]:
+        """The services of a ``docker service ps`` answer that nothing of runs any more, with their task ids."""
+        return fmt.settled_services(fmt.parse_tasks(stdout))
+
+    def inspect_argv(self, object_ids: Sequence[str]) -> list[str]:
+        """``docker inspect`` of services, tasks or containers (exit 1 when one is unknown, after the others)."""
+        return ["docker", "inspect", *object_ids]
+
+    def retire_argv(self, job_ids: Sequence[str]) -> list[str]:
+        """``docker service rm`` of finished services (Swarm keeps a finished job until it is removed)."""
+        return ["docker", "service", "rm", *job_ids]
 
     def logs_argv(self, job_id: str) -> list[str]:
         """What the job's script printed before it sent its output to the point's files."""

@@ -520,6 +520,7 @@ def poll_status(ledger: Ledger, client: SchedulerClient, *, active_only: bool = 
         subs = [s for s in ledger.submissions(with_points=False) if s.job_id and s.state == "submitted"]
     ids = [s.job_id for s in subs if s.job_id]
     if not ids:
+        _retire(ledger, client)
         return 0
     key = getattr(client.backend, "job_key", None)
     same = getattr(client.backend, "same_job", None)
@@ -532,4 +533,18 @@ def poll_status(ledger: Ledger, client: SchedulerClient, *, active_only: bool = 
     complete = all(table.covers(j, same) for j in ids)
     changed = ledger.apply_status(table, job_key=key, asked_sha256=asked if complete else None)
     lost = settle_unseen(ledger, client, subs, table)
+    if changed:
+        _retire(ledger, client)
     return changed + sum(len(ledger.submission(t).point_ids) for t in lost)
+
+
+def _retire(ledger: Ledger, client: SchedulerClient) -> None:
+    """Remove jobs the scheduler keeps after they finished (Swarm), once the ledger recorded their points."""
+    if getattr(client.backend, "retire_argv", None) is None:
+        return
+    from hpcjobs.sweep.retire import retire_finished
+
+    try:
+        retire_finished(ledger, client)
+    except HpcJobsError as exc:  # the poll itself succeeded: a later one tries again
+        log.warning("could not remove finished jobs: %s", exc)

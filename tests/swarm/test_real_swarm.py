@@ -25,7 +25,7 @@ from hpcjobs.sweep.api import cancel_sweep, run_sweep, sweep_status
 from hpcjobs.sweep.ledger import Ledger
 from hpcjobs.sweep.lookup import LOOKUP_ENV
 from hpcjobs.sweep.submitter import poll_status
-from swarm.real import ROOT, SITE, remove_services, services_of, tasks_of, wait_for
+from swarm.real import ROOT, SITE, remove_services, services_of, wait_for
 
 pytestmark = pytest.mark.swarm
 
@@ -83,7 +83,17 @@ def test_six_point_sweep_with_a_failing_point(swarm: None, workdir: Path) -> Non
             return status.counts if status.done else None
 
         counts = wait_for("the sweep to finish", polled_done, timeout=180, every=1.0)
-        assert polls[0] == {"docker": 1} and all(p in ({"docker": 1}, {}) for p in polls), polls
+        # one `docker service ps` per poll; once every point is recorded final, the poll that recorded it
+        # saves the service's records (ps, inspect of service and tasks, of containers) and removes it
+        retired = [p for p in polls if p.get("docker", 0) > 1]
+        assert polls[0] == {"docker": 1} and all(p in ({"docker": 1}, {}) for p in polls if p not in retired), polls
+
+        def removed() -> bool:  # a slot's later task may still be running: a later poll removes it then
+            sweep_status(prepared.sweep_id, root=root)
+            return not services_of(prepared.sweep_id)
+        wait_for("the service to be removed", removed, timeout=60, every=1.0)
+        record = json.loads((root / prepared.sweep_id / "scheduler-records" / f"{name}.json").read_text())
+        assert record["service"]["Spec"]["Name"] == name and len(record["containers"]) == len(record["tasks"]) >= 6
         assert counts == {st.COMPLETED: 5, st.FAILED: 1}
         with Ledger.open(root / prepared.sweep_id) as ledger:
             failed = [p for p in ledger.points() if p.state == st.FAILED]
@@ -93,9 +103,9 @@ def test_six_point_sweep_with_a_failing_point(swarm: None, workdir: Path) -> Non
             ids = {p.point_id for p in ledger.points()}
         # Swarm may start slot 3 again after it failed (it fills every slot without a completed task): any
         # such task found the template's claim and exited 0 at once, so the point ran once
-        slot3 = [t["CurrentState"].split()[0] for t in tasks_of(name) if t["Name"] == f"{name}.3"]
-        assert slot3[-1] == "Failed" and set(slot3[:-1]) <= {"Complete", "Pending", "Assigned", "Preparing",
-                                                             "Starting", "Running"}, slot3
+        slot3 = [t["Status"]["State"] for t in sorted(record["tasks"], key=lambda t: t["CreatedAt"])
+                 if t.get("Slot") == 3]
+        assert slot3[0] == "failed" and set(slot3[1:]) == {"complete"}, slot3
         runs = _runs(root, prepared.sweep_id)
         assert set(runs) == ids and set(runs.values()) == {1}, runs
         out = (root / prepared.sweep_id / "points" / failed[0].point_id / "stdout.log").read_text()
@@ -135,21 +145,27 @@ def test_cancel_keeps_finished_points_and_cancels_the_rest(swarm: None, workdir:
 
         client = SchedulerClient(get_backend("swarm"))
         assert cancel_sweep(prepared.sweep_id, root=root, client=client) == [name]
-        assert client.calls == {"docker": 2}  # the update of the one service, then one status poll
+        # the update of the one service, one status poll, then a look whether its tasks have all stopped
+        # (then its records are saved and it is removed: 3 more calls)
+        assert client.calls in ({"docker": 3}, {"docker": 6}), client.calls
         with Ledger.open(folder) as ledger:
             states = {p.point_id: p.state for p in ledger.points()}
             done = {p.point_id for p in ledger.points() if str(p.params.get("x")) == released}
         assert {p for p, s in states.items() if s == st.COMPLETED} == done
         assert {s for p, s in states.items() if p not in done} == {st.CANCELLED}, states
 
-        # Swarm stops the running tasks and deletes them; the finished one stays, beside the placeholders
-        def settled() -> bool:
-            live = [t for t in tasks_of(name) if not t["Image"].startswith("hpcjobs/cancelled")]
-            return [t["CurrentState"].split()[0] for t in live] == ["Complete"]
-        wait_for("the cancelled tasks to go", settled, timeout=60)
-        with Ledger.open(folder) as ledger:
-            poll_status(ledger, SchedulerClient(get_backend("swarm")), active_only=False)  # raw states may change
-            assert {p.point_id: p.state for p in ledger.points()} == states
+        # Swarm stops the running tasks and deletes them; the finished one stays, beside the placeholders.
+        # Once none runs, a poll saves the service's records and removes it.
+        def removed() -> bool:
+            with Ledger.open(folder) as ledger:
+                poll_status(ledger, SchedulerClient(get_backend("swarm")), active_only=False)
+                assert {p.point_id: p.state for p in ledger.points()} == states  # raw states may change
+            return not services_of(prepared.sweep_id)
+        wait_for("the cancelled service to be removed", removed, timeout=60, every=1.0)
+        record = json.loads((folder / "scheduler-records" / f"{name}.json").read_text())
+        live = [t for t in record["tasks"] if t["Spec"]["ContainerSpec"]["Image"] != "hpcjobs/cancelled:placeholder"]
+        ended = Counter(t["Status"]["State"] for t in live)  # stopped tasks Swarm had not deleted yet: shutdown
+        assert ended["complete"] == 1 and set(ended) <= {"complete", "shutdown"}, ended
         runs = _runs(root, prepared.sweep_id)
         # the released point, the other one that was running, and the one that may have started in its place
         assert 2 <= len(runs) <= 3 and set(runs.values()) == {1}, runs
