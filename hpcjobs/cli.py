@@ -177,10 +177,12 @@ def main(verbose: int) -> None:
 @click.option("-o", "--output-dir", type=click.Path(file_okay=False), help="Write the script here instead of stdout.")
 @click.option("--template-dir", multiple=True, type=click.Path(file_okay=False),
               help="Extra template directory searched first (repeatable).")
+@click.option("--script", "script_only", is_flag=True,
+              help="Kubernetes: the pods' script instead of the Jobs' manifest (YAML).")
 @handle_errors
 def render(experiment: str, site: str | None, overrides: tuple[str, ...], output_dir: str | None,
-           template_dir: tuple[str, ...]) -> None:
-    """Render the batch script for EXPERIMENT (a YAML file)."""
+           template_dir: tuple[str, ...], script_only: bool = False) -> None:
+    """Render the batch script for EXPERIMENT (a YAML file); on Kubernetes, the manifest of its Jobs."""
     from hpcjobs.render.script import render_experiment
 
     rendered = render_experiment(experiment, site=site, overrides=overrides, template_dirs=template_dir)
@@ -191,6 +193,17 @@ def render(experiment: str, site: str | None, overrides: tuple[str, ...], output
 
         path = atomic_write_text(Path(output_dir) / rendered.filename, rendered.text, mode=0o700)
         click.echo(str(path))
+        if rendered.job.scheduler == "kubernetes":
+            from hpcjobs.render.manifest import manifest_yaml
+
+            yaml_path = Path(output_dir) / f"{rendered.job.name}.k8s.yaml"
+            click.echo(str(atomic_write_text(yaml_path, manifest_yaml(rendered, Path.cwd()))))
+    elif rendered.job.scheduler == "kubernetes" and not script_only:
+        from pathlib import Path
+
+        from hpcjobs.render.manifest import manifest_yaml
+
+        click.echo(manifest_yaml(rendered, Path.cwd()), nl=False)
     else:
         click.echo(rendered.text, nl=False)
 

@@ -213,8 +213,9 @@ class KubernetesSettings(StrictModel):
     )
     max_parallel: PositiveInt | None = Field(
         None, description="At most this many pods of one chunk run at once, whatever the sweep asks.")
-    indexed_jobs: bool = Field(
-        False, description="The server runs Indexed Jobs with a per-index retry limit (completionMode: "
-        "Indexed and backoffLimitPerIndex, Kubernetes 1.29 and later): one Job per chunk. Otherwise one "
-        "Job per point, labelled with its index, all created in one call.",
+    indexed_jobs: bool | None = Field(
+        None, description="One Indexed Job per chunk (completionMode: Indexed with backoffLimitPerIndex, "
+        "Kubernetes 1.29 and later) or, when false, one Job per point, labelled with its index, all created in "
+        "one call. Unset: chosen at submission from the server's version (kubectl version -o json), one Job "
+        "per point when the server does not answer.",
     )

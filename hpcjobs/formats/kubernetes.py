@@ -74,6 +74,33 @@ def chunk_name(tag: JobTag, tasks: int, indexed: bool = False) -> str:
     return text
 
 
+#: The first server version whose Indexed Jobs have a per-index retry limit (``backoffLimitPerIndex``, beta
+#: and on by default in 1.29): before it, a failed index would be run again or fail the other indices.
+INDEXED_SINCE = (1, 29)
+
+
+def parse_server_version(stdout: str) -> tuple[int, int] | None:
+    """``(major, minor)`` of ``serverVersion`` in ``kubectl version -o json`` (``None``: no server answered).
+
+    The minor version may carry a suffix (``"28+"`` on some managed clusters), which is ignored.
+    """
+    try:
+        data = json.loads(stdout) if stdout.strip() else None
+    except ValueError:
+        return None
+    server = data.get("serverVersion") if isinstance(data, dict) else None
+    if not isinstance(server, dict):
+        return None
+    major = re.match(r"\d+", str(server.get("major", "")))
+    minor = re.match(r"\d+", str(server.get("minor", "")))
+    return (int(major.group()), int(minor.group())) if major and minor else None
+
+
+def indexed_for(version: tuple[int, int] | None) -> bool:
+    """Whether a server of ``version`` gets the Indexed form (unknown: no)."""
+    return version is not None and version >= INDEXED_SINCE
+
+
 def tasks_in_name(chunk: str) -> tuple[int, bool] | None:
     """The number of points written in a chunk name, and whether it is one Indexed Job."""
     parts = chunk.rsplit("-", 4)

@@ -62,6 +62,7 @@ class SchedulerClient:
     backend: SchedulerBackend
     env: Mapping[str, str] | None = None
     calls: dict[str, int] = field(default_factory=dict)
+    _asked: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
 
     def run(self, argv: Sequence[str], *, timeout: float = QUERY_TIMEOUT_S, check: bool = True,
             cwd: str | Path | None = None) -> process.CommandResult:
@@ -87,8 +88,10 @@ class SchedulerClient:
         """
         options = options or SubmitOptions()
         in_dir = getattr(self.backend, "submit_argv_in", None)  # a job that does not start in the command's cwd
-        argv = (in_dir(Path(script), options, Path(cwd) if cwd is not None else Path.cwd()) if in_dir is not None
-                else self.backend.submit_argv(Path(script), options))
+        asks = getattr(self.backend, "needs_server_version", None)  # Kubernetes: the Job form follows the server
+        extra = {"server_version": self.server_version()} if asks is not None and asks(Path(script)) else {}
+        argv = (in_dir(Path(script), options, Path(cwd) if cwd is not None else Path.cwd(), **extra)
+                if in_dir is not None else self.backend.submit_argv(Path(script), options))
         result = self.run(argv, timeout=SUBMIT_TIMEOUT_S, cwd=cwd)
         parse_for = getattr(self.backend, "parse_submit_for", None)  # a job id chosen in the argv (Swarm's name)
         with reading_output_of(result.argv, result.stdout, result.returncode):
@@ -96,6 +99,19 @@ class SchedulerClient:
                       else self.backend.parse_submit(result.stdout))
         log.info("submitted %s as %s", script, job_id)
         return job_id
+
+    def server_version(self) -> tuple[int, int] | None:
+        """The server's ``(major, minor)`` version, asked once per client (``None``: it did not say)."""
+        if "server_version" not in self._asked:
+            argv: list[str] = getattr(self.backend, "server_version_argv")()  # noqa: B009 (an optional hook)
+            parse: Callable[[str], tuple[int, int] | None] = getattr(self.backend, "parse_server_version")  # noqa: B009
+            try:
+                self._asked["server_version"] = parse(self.run(argv, timeout=QUERY_TIMEOUT_S, check=False).stdout)
+            except HpcJobsError as exc:
+                log.warning("%s did not answer (%s): taking the form every server runs", " ".join(argv), exc)
+                self._asked["server_version"] = None
+        found = self._asked["server_version"]
+        return found if isinstance(found, tuple) else None
 
     def status(self, job_ids: Sequence[str]) -> list[JobStatus]:
         """The state of every job and array task in ``job_ids``: one batched scheduler call.

@@ -14,9 +14,12 @@ the chunk's Jobs to parallelism 0 with the annotation ``hpcjobs/cancelled`` (Kub
 running pods and keeps the Jobs, so finished points keep their state); a lost submission is found by
 ``kubectl get jobs -l hpcjobs/name=<experiment>`` and the ``hpcjobs/tag`` annotation.
 
-The server's version chooses the form (``kubernetes.indexed_jobs`` in the site file): one Indexed
-Job per chunk needs per-index retry limits (``backoffLimitPerIndex``, Kubernetes 1.29); older
-servers get one Job per point, all created in the same call.
+The server's version chooses the form: one Indexed Job per chunk needs per-index retry limits
+(``backoffLimitPerIndex``, Kubernetes 1.29), so a server that says it is 1.29 or later
+(``kubectl version -o json``, asked once per submitting client) gets one, and older servers, or one
+that does not answer, get one Job per point, all created in the same call. ``kubernetes.indexed_jobs``
+in the site file overrides the choice. :func:`render_manifest` builds the manifest ``hpcjobs render``
+prints.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 from hpcjobs.formats import kubernetes as fmt
 from hpcjobs.output import atomic_write_text
 from hpcjobs.schedulers.base import JobStatus, SubmitOptions
-from hpcjobs.states import parse_job_tag
+from hpcjobs.states import JobTag, parse_job_tag
 
 if TYPE_CHECKING:  # the render layer imports this module, not the other way round
     from hpcjobs.resolve import ResolvedJob
@@ -117,6 +120,16 @@ def read_directives(script: Path) -> dict[str, Any]:
         text = script.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(ConfigProblem(f"cannot read the script: {exc}", file=str(script))) from None
+    return parse_directives(text, str(script))
+
+
+def parse_directives(text: str, source: str) -> dict[str, Any]:
+    """The ``#K8S`` settings of a script's text (``source`` names it in errors).
+
+    Raises:
+        ConfigError: A line is not ``key=value`` with JSON where it must be, or ``image``/``namespace`` is missing.
+    """
+    script = source
     out: dict[str, Any] = {"volume": []}
     for n, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
@@ -190,6 +203,43 @@ def pod_spec(settings: dict[str, Any], script: Path, cwd: Path) -> dict[str, Any
     return spec
 
 
+def chunk_manifest(settings: dict[str, Any], script: Path, cwd: Path, tag: JobTag,
+                   server_version: tuple[int, int] | None = None) -> tuple[dict[str, Any], str]:
+    """The object ``kubectl create -f`` takes for a chunk, and the chunk's name.
+
+    The form is the site's (``indexed`` in the ``#K8S`` lines), else the server's
+    (:func:`hpcjobs.formats.kubernetes.indexed_for`).
+
+    Raises:
+        ConfigError: The chunk cannot be named (too long).
+    """
+    indexed = settings.get("indexed")
+    if indexed is None:
+        indexed = fmt.indexed_for(server_version)
+    tasks = int(settings.get("tasks", 1))
+    try:
+        chunk = fmt.chunk_name(tag, tasks, bool(indexed))
+    except ValueError as exc:
+        raise ConfigError(ConfigProblem(str(exc), key="array")) from None
+    experiment, _ = fmt.experiment_of(tag.sweep_id)
+    doc = fmt.manifest(pod_spec(settings, script, cwd), chunk=chunk, namespace=settings["namespace"],
+                       tag=tag.render(), experiment=experiment, tasks=tasks,
+                       parallel=int(settings.get("parallel", tasks)),
+                       deadline_s=settings.get("activeDeadlineSeconds"), indexed=bool(indexed))
+    return doc, chunk
+
+
+def render_manifest(text: str, script: Path, cwd: Path, tag: JobTag,
+                    server_version: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The manifest a rendered script (``text``, to be written at ``script``) would be submitted as from ``cwd``.
+
+    Raises:
+        ConfigError: The ``#K8S`` lines are not usable.
+    """
+    settings = parse_directives(text, str(script))
+    return chunk_manifest(settings, script, cwd, tag, server_version)[0]
+
+
 class KubernetesBackend:
     """Kubernetes commands (``kubectl``) and output parsers."""
 
@@ -201,8 +251,24 @@ class KubernetesBackend:
         """:meth:`submit_argv_in` the current directory."""
         return self.submit_argv_in(script, options, Path.cwd())
 
-    def submit_argv_in(self, script: Path, options: SubmitOptions, cwd: Path) -> list[str]:
+    def needs_server_version(self, script: Path) -> bool:
+        """Whether the site leaves the Job form to the server's version (``indexed_jobs`` unset)."""
+        return script.exists() and read_directives(script).get("indexed", False) is None
+
+    def server_version_argv(self) -> list[str]:
+        """``kubectl version -o json``: the client's and, when it answers, the server's version."""
+        return ["kubectl", "version", "-o", "json"]
+
+    def parse_server_version(self, stdout: str) -> tuple[int, int] | None:
+        """The server's ``(major, minor)``, or ``None`` when it did not answer."""
+        return fmt.parse_server_version(stdout)
+
+    def submit_argv_in(self, script: Path, options: SubmitOptions, cwd: Path, *,
+                       server_version: tuple[int, int] | None = None) -> list[str]:
         """Write the chunk's manifest beside ``script`` and return the ``kubectl create`` of it.
+
+        Args:
+            server_version: The server's version, which chooses the Job form when the site does not.
 
         Raises:
             ConfigError: The script's ``#K8S`` lines are not usable, or the options carry no hpcjobs tag.
@@ -214,16 +280,7 @@ class KubernetesBackend:
         if not script.exists():  # a dry run shows the command before the script is written
             return ["kubectl", "create", "-f", f"<the manifest of {script.name}>", "-o", "name"]
         settings = read_directives(script)
-        tasks = int(settings.get("tasks", 1))
-        try:
-            chunk = fmt.chunk_name(tag, tasks, bool(settings.get("indexed")))
-        except ValueError as exc:
-            raise ConfigError(ConfigProblem(str(exc), key="array")) from None
-        experiment, _ = fmt.experiment_of(tag.sweep_id)
-        doc = fmt.manifest(pod_spec(settings, script, cwd), chunk=chunk, namespace=settings["namespace"],
-                           tag=tag.render(), experiment=experiment, tasks=tasks,
-                           parallel=int(settings.get("parallel", tasks)),
-                           deadline_s=settings.get("activeDeadlineSeconds"), indexed=bool(settings.get("indexed")))
+        doc, chunk = chunk_manifest(settings, script, cwd, tag, server_version)
         path = atomic_write_text(script.parent / f"{chunk}.k8s.json", json.dumps(doc, indent=1) + "\n")
         return ["kubectl", "--namespace", settings["namespace"], "create", "-f", str(path), "-o", "name",
                 *options.extra_args]
