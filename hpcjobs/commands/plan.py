@@ -84,10 +84,11 @@ def _print(result: Plan) -> None:
     if result.history_error:
         out.print(f"history: not read ({escape(result.history_error)})")
     elif result.history_days:
-        out.print(f"history: {result.history_jobs} jobs started in the last {result.history_days} days; similar = "
-                  "same partition, GPUs and nodes, wall time within x0.5-x2")
+        out.print(f"history: {result.history_jobs} {escape(result.history_source)}; similar = same partition, GPUs "
+                  "and nodes, wall time within x0.5-x2")
     if any(r.billing_hours is not None and not r.billing_known for r in result.rows):
-        out.print("billing-h*: the partition has no TRESBillingWeights in the site file: billed as its CPUs")
+        out.print("billing-h*: the partition has no TRESBillingWeights in the site file: billed as its CPUs"
+                  if result.scheduler == "slurm" else "billing-h*: CPU-hours (no billing weights)")
     for note in result.notes:
         out.print(escape(note))
     if result.recommended is not None:

@@ -53,6 +53,7 @@ class Plan:
         history_days: Days of history looked at (0: none).
         history_jobs: Jobs in that history.
         history_error: Why the history could not be read, when it could not.
+        history_source: Where the history came from, in words.
     """
 
     experiment: str
@@ -67,6 +68,7 @@ class Plan:
     history_jobs: int = 0
     history_error: str | None = None
     notes: tuple[str, ...] = field(default=())
+    history_source: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready mapping (times as ISO 8601 UTC)."""
@@ -80,7 +82,8 @@ class Plan:
         return {"experiment": self.experiment, "site": self.site, "scheduler": self.scheduler,
                 "request": self.request, "planned_at": self.planned_at.isoformat(),
                 "history_days": self.history_days, "history_jobs": self.history_jobs,
-                "history_error": self.history_error, "rows": [row(r) for r in self.rows],
+                "history_error": self.history_error, "history_source": self.history_source,
+                "rows": [row(r) for r in self.rows],
                 "recommended": ({"partition": self.recommended.partition, "qos": self.recommended.qos}
                                 if self.recommended else None),
                 "reason": self.reason}
@@ -127,8 +130,10 @@ def plan_experiment(path: str | Path, *, site: str | None = None, overrides: tup
     if history and days > 0 and any(row.fits for row in rows):
         rows, h_jobs, h_error = _with_history(rows, experiment, site_config, days, now_, cache_dir)
     best, reason = recommend(rows, now_)
+    source = (f"jobs started in the last {days} days (sacct)" if site_config.scheduler == "slurm" else
+              f"jobs the server still holds (qstat -x), at most {days} days old")
     return Plan(experiment.name, site_config.name, site_config.scheduler, request, tuple(rows), best, reason, now_,
-                days if history else 0, h_jobs, h_error, tuple(notes))
+                days if history else 0, h_jobs, h_error, tuple(notes), source)
 
 
 def choose_partition(path: str | Path, *, site: str | None = None, overrides: tuple[str, ...] = (),
