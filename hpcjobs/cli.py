@@ -184,8 +184,10 @@ def render(experiment: str, site: str | None, overrides: tuple[str, ...], output
            template_dir: tuple[str, ...], script_only: bool = False) -> None:
     """Render the batch script for EXPERIMENT (a YAML file); on Kubernetes, the manifest of its Jobs."""
     from hpcjobs.render.script import render_experiment
+    from hpcjobs.sweep.pack import render_packed
 
-    rendered = render_experiment(experiment, site=site, overrides=overrides, template_dirs=template_dir)
+    rendered = (render_packed(experiment, site=site, overrides=overrides, template_dirs=template_dir)
+                or render_experiment(experiment, site=site, overrides=overrides, template_dirs=template_dir))
     if output_dir:
         from pathlib import Path
 

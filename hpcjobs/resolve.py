@@ -253,6 +253,13 @@ def resolve(
     problems += [_problem(doc, key, msg, site_file) for key, msg in _qos_limit_problems(exp, site, walltime, site_file)]
     extra = list(site.directives) + (list(part.directives) if part else []) + list(exp.directives)
     problems += _secret_problems(exp, site, extra, doc, site_file)
+    if exp.pack is not None:
+        from hpcjobs.config.pack import pack_share_problems
+
+        launcher = exp.launch.launcher if exp.launch is not None and exp.launch.active else None
+        problems += [_problem(doc, key, msg, site_file) for key, msg in pack_share_problems(
+            exp.pack, nodes=r.nodes, cpus=r.tasks_per_node * r.cpus_per_task, gpus=r.gpus_per_node,
+            launcher=launcher)]
     if problems:
         raise ConfigError(problems)
 

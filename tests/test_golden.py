@@ -16,6 +16,7 @@ import pytest
 from hpcjobs.config.sites import load_site_file
 from hpcjobs.errors import ConfigError
 from hpcjobs.render.script import render_experiment
+from hpcjobs.sweep.pack import render_packed
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden"
@@ -27,7 +28,9 @@ def _render(site: str, example: str) -> tuple[str, str]:
     cfg = load_site_file(ROOT / "site-configs" / f"{site}.yaml")
     overrides = ("account=abc123",) if cfg.account_required else ()
     try:
-        return "sh", render_experiment(ROOT / "examples" / f"{example}.yaml", site=site, overrides=overrides).text
+        path = ROOT / "examples" / f"{example}.yaml"
+        packed = render_packed(path, site=site, overrides=overrides, root="/scratch/hpcjobs-sweeps")
+        return "sh", (packed or render_experiment(path, site=site, overrides=overrides)).text
     except ConfigError as exc:
         return "err", str(exc).replace(str(ROOT) + "/", "") + "\n"
 

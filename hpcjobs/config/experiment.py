@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
+from hpcjobs.config.pack import Pack
 from hpcjobs.config.pipeline import Notify, Upstream, after_json_schema, short_upstreams
 from hpcjobs.config.types import (
     DirectivePath,
@@ -183,6 +184,10 @@ class Experiment(StrictModel):
         description="Upstreams this experiment waits for (pipelines): experiment files (relative to this file), "
         "sweep ids or names, or job ids of `hpcjobs submit`, each with when: ok (default; afterok), any or done "
         "(afterany), e.g. [prep.yaml] or [{sweep: prep.yaml, when: any}]. Submit the upstream first.",
+    )
+    pack: Pack | None = Field(
+        None, description="Several sweep points per array task: {per_node: K} runs K at once, each with 1/K of the "
+        "node's CPUs and GPUs (its own run folder, logs and exit status), {sequential: K} one after another.",
     )
     notify: Notify | None = Field(
         None, description="Mail from the scheduler, e.g. {email: me@example.org, on: [begin, end, fail]} "

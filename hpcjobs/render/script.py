@@ -15,6 +15,7 @@ from hpcjobs.config.site import SiteConfig
 from hpcjobs.config.sites import detect_site, find_site, load_site_file
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.render.directives import DIRECTIVE_PREFIX, build_directives
+from hpcjobs.render.pack import PackPlan
 from hpcjobs.render.shellvalue import UnencodableValueError
 from hpcjobs.render.templating import shell_quote, template_environment, template_search_path
 from hpcjobs.resolve import ResolvedJob, resolve
@@ -74,12 +75,13 @@ def template_name(job: ResolvedJob, experiment_template: str | None = None) -> s
 
 
 def render_job(job: ResolvedJob, *, template: str | None = None,
-               template_dirs: tuple[str, ...] = ()) -> RenderedScript:
+               template_dirs: tuple[str, ...] = (), pack: PackPlan | None = None) -> RenderedScript:
     """Render ``job`` with the layered templates.
 
     Every value goes into the script through :func:`hpcjobs.render.shellvalue.shell_word` (the
     ``q``/``qpath`` filters and the ``environment_lines`` exports): one printable-ASCII word per
-    value, decoded by bash to exactly the value's UTF-8 bytes.
+    value, decoded by bash to exactly the value's UTF-8 bytes. ``pack`` renders a packed array task
+    (:class:`hpcjobs.render.pack.PackPlan`): the point's part of the script runs once per point.
 
     Raises:
         ConfigError: The template does not exist, has a syntax error, or uses an undefined variable;
@@ -118,6 +120,7 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
         "array_index_var": ARRAY_INDEX_VAR[job.scheduler],
         "job_id_var": JOB_ID_VAR[job.scheduler],
         "launch": job.launch,
+        "pack": pack,
     }
     try:
         text = env.get_template(name).render(context)

@@ -275,11 +275,12 @@ class Ledger(LedgerReads, RecoveryRecords, StatusRecords, UpstreamRecords):
     # ------------------------------------------------------------------------------------ submitting
 
     def plan_chunk(self, point_ids: Sequence[str], chunk: int, *, token: str | None = None,
-                   argv: Sequence[str] | None = None, array: bool = True, first_index: int = 0) -> str:
+                   argv: Sequence[str] | None = None, array: bool = True, first_index: int = 0,
+                   pack: int = 1) -> str:
         """Record that a chunk is about to be submitted: call right BEFORE the scheduler call.
 
         In one transaction: the points (all ``PLANNED``) become ``SUBMITTING`` with array indices
-        ``first_index + position``, and a ``submitting`` submission row is written.
+        ``first_index + position // pack``, and a ``submitting`` submission row is written.
 
         Args:
             point_ids: The chunk's points, in array-index order.
@@ -289,6 +290,7 @@ class Ledger(LedgerReads, RecoveryRecords, StatusRecords, UpstreamRecords):
             argv: The submit command, kept for the record and for ``--dry-run`` style reports.
             array: Submitted as a job array; ``False`` for a plain job of exactly one point.
             first_index: Array index of the first point.
+            pack: Points per array task (the experiment's ``pack:``; :mod:`hpcjobs.sweep.pack`).
 
         Returns:
             The token.
@@ -300,6 +302,8 @@ class Ledger(LedgerReads, RecoveryRecords, StatusRecords, UpstreamRecords):
         ids = list(point_ids)
         if not ids or len(set(ids)) != len(ids):
             raise LedgerError("a chunk needs at least one point and no point twice")
+        if pack < 1:
+            raise LedgerError("pack must be at least 1")
         if not array and len(ids) != 1:
             raise LedgerError("a non-array submission carries exactly one point")
         token = token or new_token()
@@ -327,21 +331,21 @@ class Ledger(LedgerReads, RecoveryRecords, StatusRecords, UpstreamRecords):
             if lo is not None:
                 run = (lo, lo + len(ids) - 1)
                 con.execute("INSERT INTO submission_points (token, point_id, array_index, attempt) "
-                            "SELECT ?, point_id, idx - ? + ?, attempt FROM points WHERE idx BETWEEN ? AND ?",
-                            (token, lo, first_index, *run))
-                con.execute(f"UPDATE points SET {clear}, array_index = CASE WHEN ? THEN idx - ? + ? END "
-                            "WHERE idx BETWEEN ? AND ?", (token, chunk, now, int(array), lo, first_index, *run))
+                            "SELECT ?, point_id, (idx - ?) / ? + ?, attempt FROM points WHERE idx BETWEEN ? AND ?",
+                            (token, lo, pack, first_index, *run))
+                con.execute(f"UPDATE points SET {clear}, array_index = CASE WHEN ? THEN (idx - ?) / ? + ? END "
+                            "WHERE idx BETWEEN ? AND ?", (token, chunk, now, int(array), lo, pack, first_index, *run))
             else:
                 con.execute("INSERT INTO submission_points (token, point_id, array_index, attempt) "
-                            "SELECT ?, p.point_id, ? + j.key, p.attempt FROM json_each(?) j JOIN points p "
-                            "ON p.point_id = j.value", (token, first_index, members))
+                            "SELECT ?, p.point_id, ? + j.key / ?, p.attempt FROM json_each(?) j JOIN points p "
+                            "ON p.point_id = j.value", (token, first_index, pack, members))
                 if _UPDATE_FROM:
-                    con.execute(f"UPDATE points SET {clear}, array_index = CASE WHEN ? THEN ? + j.key END "
+                    con.execute(f"UPDATE points SET {clear}, array_index = CASE WHEN ? THEN ? + j.key / ? END "
                                 "FROM json_each(?) AS j WHERE points.point_id = j.value",
-                                (token, chunk, now, int(array), first_index, members))
+                                (token, chunk, now, int(array), first_index, pack, members))
                 else:  # pragma: no cover - SQLite before 3.33
                     con.executemany(f"UPDATE points SET {clear}, array_index = ? WHERE point_id = ?",
-                                    [(token, chunk, now, first_index + i if array else None, pid)
+                                    [(token, chunk, now, first_index + i // pack if array else None, pid)
                                      for i, pid in enumerate(ids)])
             move(con, PLANNED, SUBMITTING, len(ids), now)
         return token

@@ -143,6 +143,35 @@ class StatusRecords:
                 con.execute("DELETE FROM poll_memo")
         return changed
 
+    def points_of_submissions(self, tokens: Sequence[str],
+                              in_states: Sequence[str]) -> list[tuple[str, str, str, str | None, int | None]]:
+        """``(point_id, token, state, state_raw, exit_code)`` of the points of ``tokens`` in ``in_states``."""
+        rows = self._read("SELECT point_id, submission_token, state, state_raw, exit_code FROM points WHERE "
+                          "submission_token IN (SELECT value FROM json_each(?)) AND state IN (SELECT value FROM "
+                          "json_each(?)) ORDER BY idx", (json.dumps(list(tokens)), json.dumps(list(in_states))))
+        return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+
+    def set_point_outcomes(self, outcomes: Sequence[tuple[str, str, str, str | None, int | None]]) -> int:
+        """Write each ``(point_id, token, state, state_raw, exit_code)`` where the point is still in that submission.
+
+        What a packed task recorded per point (:mod:`hpcjobs.sweep.pack`); one transaction, counts kept.
+
+        Returns:
+            The number of points whose record changed.
+        """
+        now = time.time()
+        deltas: dict[str, int] = {}
+        changed = 0
+        with self._write() as con:
+            for pid, token, state, raw, code in outcomes:
+                where = ("point_id = ? AND submission_token = ? AND (state IS NOT ? OR state_raw IS NOT ? OR "
+                         "exit_code IS NOT ?)")
+                changed += _update(con, where, (pid, token, state, raw, code), "job_id", (), (state, raw, code),
+                                   now, deltas)
+            if changed:
+                shift(con, deltas, now)  # moves updated_at: the poll memo no longer matches
+        return changed
+
     @staticmethod
     def _apply_group(con: sqlite3.Connection, tokens: list[str], group: GroupKey, indices: list[int], now: float,
                      deltas: dict[str, int]) -> int:
@@ -176,7 +205,7 @@ def _ensure_memo(con: sqlite3.Connection) -> None:
 
 
 def _update(con: sqlite3.Connection, where: str, args: tuple[Any, ...], job_sql: str, job_args: tuple[Any, ...],
-            outcome: tuple[str, str, int | None], now: float, deltas: dict[str, int]) -> int:
+            outcome: tuple[str, str | None, int | None], now: float, deltas: dict[str, int]) -> int:
     """Write ``outcome`` to the points ``where`` says (those whose record differs); count the old states."""
     before = con.execute(f"SELECT state, COUNT(*) FROM points WHERE {where} GROUP BY state", args).fetchall()
     if not before:

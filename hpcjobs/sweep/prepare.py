@@ -157,6 +157,11 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
     which exports the parameters of this array index, then makes the point's run folder with its
     ``params.json``: one script serves every point, and a parameter value never becomes shell code.
     """
+    base = job or prepared.job
+    from hpcjobs.sweep.pack import active_pack, packed_array_job
+
+    if active_pack(prepared) is not None:  # several points per task
+        return packed_array_job(prepared, chunk, size, throttle, base, _pbs_chunk_logs(prepared, chunk, base))
     index_var = ARRAY_INDEX_VAR[prepared.site.scheduler]
     folder = shell_word(str(prepared.folder))
     preamble = (
@@ -169,7 +174,6 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
         "printf '%s\\n' \"$HPCJOBS_PARAMS_JSON\" > \"$HPCJOBS_RUN_DIR/params.json\"",
         *point_log_preamble(),
     )
-    base = job or prepared.job
     return replace(base, setup=preamble + base.setup, array=ArraySpec(0, size - 1, throttle=throttle),
                    extra_directives=base.extra_directives + _pbs_chunk_logs(prepared, chunk, base))
 
@@ -189,9 +193,19 @@ def _pbs_chunk_logs(prepared: PreparedSweep, chunk: int, job: ResolvedJob) -> tu
     return tuple(f"-{k} {stem}.{ext}" for k, ext in (("o", "out"), ("e", "err")) if f"-{k}" not in own)
 
 
+def chunk_script_text(prepared: PreparedSweep, chunk: int, size: int, throttle: int | None, token: str,
+                      job: ResolvedJob | None = None) -> str:
+    """The array script of one submission attempt of chunk ``chunk`` (``size`` points; packed when the
+    experiment says ``pack:``, see :mod:`hpcjobs.sweep.pack`)."""
+    array_job = array_job_for_chunk(prepared, chunk, size, throttle, job)
+    from hpcjobs.sweep.pack import chunk_pack_plan
+
+    plan = chunk_pack_plan(prepared, chunk, token, array_job)
+    return render_job(array_job, template=prepared.experiment.template, pack=plan).text
+
+
 def render_chunk_script(prepared: PreparedSweep, chunk: int, size: int, throttle: int | None, token: str,
                         job: ResolvedJob | None = None) -> Path:
     """Render and write ``scripts/<chunk>.<token>.sh`` for one submission attempt (``job``: the chunk's shape)."""
-    array_job = array_job_for_chunk(prepared, chunk, size, throttle, job)
-    text = render_job(array_job, template=prepared.experiment.template).text
+    text = chunk_script_text(prepared, chunk, size, throttle, token, job)
     return atomic_write_text(prepared.folder / "scripts" / f"{chunk}.{token}.sh", text, mode=0o700)

@@ -31,7 +31,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, SubmitError, reading_output_of
-from hpcjobs.render.script import render_job
 from hpcjobs.resolve import ResolvedJob
 from hpcjobs.schedulers import limits_cache
 from hpcjobs.schedulers.base import ClusterLimits, JobDependency, SubmitOptions
@@ -44,7 +43,8 @@ from hpcjobs.sweep.identity import IDENTITY_SCHEME, experiment_digest, ledger_di
 from hpcjobs.sweep.ledger import SUB_FAILED, Ledger, SweepMeta, new_token
 from hpcjobs.sweep.lookup import TagLookup, await_tokens, default_lookup_seconds, settle_unseen
 from hpcjobs.sweep.lookup import tagged_jobs as _tagged_jobs_query
-from hpcjobs.sweep.prepare import PreparedSweep, array_job_for_chunk, render_chunk_script
+from hpcjobs.sweep.pack import active_pack, pack_size, packed_tokens, refine_packed, tasks_for
+from hpcjobs.sweep.prepare import PreparedSweep, chunk_script_text, render_chunk_script
 from hpcjobs.sweep.shapes import chunk_job, group_by_shape
 
 log = logging.getLogger("hpcjobs.sweep")
@@ -110,7 +110,8 @@ def open_ledger(prepared: PreparedSweep, *, force: bool = False, how: Mapping[st
         experiment_sha256=digest,
         site=prepared.site.name,
         scheduler=prepared.site.scheduler,
-        extra={"name": prepared.experiment.name, **scheme, **(how or {})},
+        extra={"name": prepared.experiment.name, **scheme, **(how or {}),
+               **({"pack": pack.model_dump(exclude_none=True)} if (pack := active_pack(prepared)) else {})},
     )
     return Ledger.create(prepared.folder, meta, prepared.points, force=force)
 
@@ -169,6 +170,7 @@ class SweepSubmitter:
                           or (limits.max_submit_jobs if limits else None))
             if user_limit:  # a chunk must fit the submit limit by itself: it then trickles in as room frees
                 capacity = max(1, min(capacity, user_limit))
+            capacity *= pack_size(self.prepared)  # points per chunk: K per array task when packed
             if not dry_run:
                 for out_dir in {s.job.output_dir for s in self.prepared.shapes} or {self.prepared.job.output_dir}:
                     (self.prepared.submit_dir / out_dir).mkdir(parents=True, exist_ok=True)
@@ -181,11 +183,10 @@ class SweepSubmitter:
                     if dry_run:
                         report.dry_run_commands.append(self._argv(chunk, "0" * 16))
                         if report.dry_run_script is None:
-                            job = array_job_for_chunk(self.prepared, chunk.number, chunk.size, self.throttle,
-                                                      self._job_of(chunk))
-                            report.dry_run_script = render_job(job, template=self.prepared.experiment.template).text
+                            report.dry_run_script = chunk_script_text(self.prepared, chunk.number, chunk.size,
+                                                                      self.throttle, "0" * 16, self._job_of(chunk))
                         continue
-                    self._wait_for_room(chunk.size, user_limit)
+                    self._wait_for_room(tasks_for(chunk.size, pack_size(self.prepared)), user_limit)
                     job_id = self._submit_chunk(chunk)
                     report.chunks_submitted += 1
                     report.points_submitted += chunk.size
@@ -230,7 +231,8 @@ class SweepSubmitter:
             script = render_chunk_script(self.prepared, chunk.number, chunk.size, self.throttle, token,
                                          self._job_of(chunk))
             argv = self.client.backend.submit_argv(script, self._options(chunk, token))
-            self.ledger.plan_chunk(chunk.point_ids, chunk.number, token=token, argv=argv)
+            self.ledger.plan_chunk(chunk.point_ids, chunk.number, token=token, argv=argv,
+                                   pack=pack_size(self.prepared))
             error: CommandError | None = None
             try:
                 job_id = self.client.submit(script, self._options(chunk, token), cwd=self.prepared.submit_dir)
@@ -532,6 +534,7 @@ def poll_status(ledger: Ledger, client: SchedulerClient, *, active_only: bool = 
     table = client.status_table(ids, reuse=reuse)
     complete = all(table.covers(j, same) for j in ids)
     changed = ledger.apply_status(table, job_key=key, asked_sha256=asked if complete else None)
+    changed += refine_packed(ledger, ledger.path.parent, packed_tokens(ledger, subs))
     lost = settle_unseen(ledger, client, subs, table)
     if changed:
         _retire(ledger, client)

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from hpcjobs.accounting.reports.pack_steps import point_step_fate
 from hpcjobs.accounting.reports.rows import _ratio, job_rows
 from hpcjobs.accounting.reports.tables import _efficiency
 from hpcjobs.accounting.reports.tables import report_tables as _report_tables
@@ -68,6 +69,9 @@ def sweep_frame(points: pd.DataFrame, jobs: pd.DataFrame, *, gpu: pd.DataFrame |
        ``(sweep_id, chunk)`` and ``array_task_id`` (for points whose submission was never recorded;
        a point without ``array_index`` matches the chunk's non-array job).
 
+    A point of a packed sweep then takes the fate of its own job step, the step of its array task
+    named by its id (:func:`hpcjobs.accounting.reports.pack_steps.point_step_fate`).
+
     Ids are compared scheduler-neutrally (``1234[7].server`` ≡ ``1234[7]``; array ``1234[].server`` ≡ ``1234``). A
     requeued job that appears more than once counts with its last submission.
 
@@ -83,6 +87,7 @@ def sweep_frame(points: pd.DataFrame, jobs: pd.DataFrame, *, gpu: pd.DataFrame |
         ``point_id``, ``index``, the parameters (a parameter named like a fate column gets a
         ``param_`` prefix), then :data:`SWEEP_FATE_COLUMNS`. Unmatched points have NA fate.
     """
+    all_rows = jobs
     if sweep_id is not None:
         jobs = jobs[jobs["sweep_id"].astype("string") == sweep_id]
     full = job_rows(jobs)
@@ -118,6 +123,9 @@ def sweep_frame(points: pd.DataFrame, jobs: pd.DataFrame, *, gpu: pd.DataFrame |
     fate_src = fate_src[list(SWEEP_FATE_COLUMNS)].assign(_pos=pd.array(range(len(eff)), dtype="Int64"))
     fate = pd.DataFrame({"_pos": pos.to_numpy()}).astype("Int64").merge(fate_src, on="_pos", how="left")
     fate = fate.drop(columns="_pos")
+    if "point_id" in points:  # a packed point's own step (srun --job-name=<point id>) over its task's fate
+        fate = point_step_fate(fate, left.reset_index(drop=True), points["point_id"].reset_index(drop=True),
+                               all_rows)
 
     params = _point_params(points).reset_index(drop=True)
     params = params.rename(columns={c: f"param_{c}" for c in params.columns

@@ -1,0 +1,64 @@
+#!/bin/bash
+#PBS -N pack-sequential
+#PBS -q batch
+#PBS -l nodes=1:ppn=2
+#PBS -l mem=2gb
+#PBS -l walltime=00:30:00
+#PBS -t 0-3
+#PBS -o hpcjobs-logs/pack-sequential.out
+#PBS -e hpcjobs-logs/pack-sequential.err
+
+# Rendered by hpcjobs 0.1.0 for site carbon (torque).
+set -eo pipefail
+cd "${PBS_O_WORKDIR:-$PWD}"
+
+export OMP_NUM_THREADS=2
+export HPCJOBS_JOB_NAME=pack-sequential
+export HPCJOBS_SITE=carbon
+
+export HPCJOBS_SWEEP_ID=pack-sequential-03ff1522 HPCJOBS_SWEEP_DIR=/scratch/hpcjobs-sweeps/pack-sequential-03ff1522
+export HPCJOBS_CHUNK=0 HPCJOBS_TOKEN=0000000000000000 HPCJOBS_PACK_SIZE=3
+
+# One point of this packed task, in a subshell of its own (pack.sh.j2 runs it once per point).
+hpcjobs_point() (
+set -eo pipefail
+export HPCJOBS_ARRAY_INDEX="${HPCJOBS_PACK_INDEX:?not a point of a packed task}"
+# shellcheck source=/dev/null
+source "$HPCJOBS_SWEEP_DIR/chunks/0.env"
+export HPCJOBS_RUN_DIR="$HPCJOBS_SWEEP_DIR/points/$HPCJOBS_POINT_ID"
+mkdir -p "$HPCJOBS_RUN_DIR"
+printf '%s\n' "$HPCJOBS_PARAMS_JSON" > "$HPCJOBS_RUN_DIR/params.json"
+printf 'hpcjobs: point %s: stdout and stderr go to %s/stdout.log and stderr.log\n' "$HPCJOBS_POINT_ID" "$HPCJOBS_RUN_DIR"
+exec >>"$HPCJOBS_RUN_DIR/stdout.log" 2>>"$HPCJOBS_RUN_DIR/stderr.log"
+printf '=== hpcjobs: job %s on %s at %s ===\n' "${HPCJOBS_JOB_ID:-${SLURM_JOB_ID:-${PBS_JOBID:-?}}}" "$(hostname 2>/dev/null || echo '?')" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
+./simulate --size "$SIZE" --out "$HPCJOBS_RUN_DIR/result.json"
+)
+
+# pack: sequential 3: this array task runs chunk points 3*t .. 3*t+2, one after another.
+hpcjobs_pack_ids="$HPCJOBS_SWEEP_DIR/chunks/0.ids"
+hpcjobs_pack_task="${PBS_ARRAYID:?not an array task}"
+
+# Run one point ($1: its index in the chunk, $2: its slot in this task, $3: its id); record its exit status.
+hpcjobs_pack_run() {
+    local rc=0 dir="$HPCJOBS_SWEEP_DIR/points/$3"
+    mkdir -p "$dir"
+    export HPCJOBS_PACK_INDEX="$1" HPCJOBS_PACK_SLOT="$2" OMP_NUM_THREADS=2
+    hpcjobs_point &
+    wait "$!" || rc=$?
+    printf '%s\n' "$rc" > "$dir/.hpcjobs-exit.$HPCJOBS_TOKEN.tmp"
+    mv -f "$dir/.hpcjobs-exit.$HPCJOBS_TOKEN.tmp" "$dir/hpcjobs-exit.$HPCJOBS_TOKEN"
+    return "$rc"
+}
+
+hpcjobs_pack_rc=0
+for (( hpcjobs_pack_slot = 0; hpcjobs_pack_slot < 3; hpcjobs_pack_slot++ )); do
+    hpcjobs_pack_index=$(( hpcjobs_pack_task * 3 + hpcjobs_pack_slot ))
+    hpcjobs_pack_point="$(sed -n "$(( hpcjobs_pack_index + 1 ))p" "$hpcjobs_pack_ids")"
+    [ -n "$hpcjobs_pack_point" ] || break
+    hpcjobs_pack_run "$hpcjobs_pack_index" "$hpcjobs_pack_slot" "$hpcjobs_pack_point" &
+    wait "$!" || hpcjobs_pack_rc=1
+done
+if [ "$hpcjobs_pack_rc" -ne 0 ]; then
+    echo "hpcjobs: a point of this packed task failed (see each point's run folder)" >&2
+    exit 1
+fi
