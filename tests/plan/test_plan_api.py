@@ -178,3 +178,32 @@ def test_bad_input_exits_2(fake: FakeScheduler, tmp_path: Path) -> None:
     local.write_text("name: x\ncommand: 'true'\n")
     result = CliRunner().invoke(main, ["plan", str(local), "--site", "local", "--days", "0"])
     assert result.exit_code == 2 and "no partitions or queues" in result.output
+
+
+def test_sweep_partition_option_reaches_the_script(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["sweep", HELLO, "x=1,2", "--site", SITE, "--root", str(tmp_path), "--dry-run",
+                                       "--show-script", "--partition", "gpu"])
+    assert result.exit_code == 0, result.output
+    assert "#SBATCH --partition=gpu" in result.output
+
+
+def test_plan_without_history_imports_no_pandas_and_runs_sbatch_from_path(tmp_path: Path) -> None:
+    """The command in a fresh interpreter, with a stand-in ``sbatch`` on PATH printing a recorded answer."""
+    import subprocess
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "sbatch"
+    fake.write_text(f"#!/bin/sh\ncat {DATA / 'sbatch_test_only_busy_gpu.txt'} >&2\n")
+    fake.chmod(0o755)
+    code = ("import sys\nfrom hpcjobs.cli import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code\n"
+            "print('PANDAS', 'pandas' in sys.modules)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run([sys.executable, "-c", code, "plan", HELLO, "--site", SITE, "--days", "0", "--json"],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.rstrip().endswith("PANDAS False"), proc.stdout
+    doc = json.loads(proc.stdout[:proc.stdout.rindex("PANDAS")])
+    assert [r["expected_start"] for r in doc["rows"]] == ["2026-12-04T15:38:40+00:00"] * 2
