@@ -171,7 +171,6 @@ class SweepSubmitter:
             if user_limit:  # a chunk must fit the submit limit by itself: it then trickles in as room frees
                 capacity = max(1, min(capacity, user_limit))
             capacity *= pack_size(self.prepared)  # points per chunk: K per array task when packed
-            capacity *= pack_size(self.prepared)  # points per chunk: K per array task when packed
             if not dry_run:
                 for out_dir in {s.job.output_dir for s in self.prepared.shapes} or {self.prepared.job.output_dir}:
                     (self.prepared.submit_dir / out_dir).mkdir(parents=True, exist_ok=True)
@@ -535,7 +534,6 @@ def poll_status(ledger: Ledger, client: SchedulerClient, *, active_only: bool = 
     table = client.status_table(ids, reuse=reuse)
     complete = all(table.covers(j, same) for j in ids)
     changed = ledger.apply_status(table, job_key=key, asked_sha256=asked if complete else None)
-    changed += refine_packed(ledger, ledger.path.parent, packed_tokens(ledger, subs))
     changed += refine_packed(ledger, ledger.path.parent, packed_tokens(ledger, subs))
     lost = settle_unseen(ledger, client, subs, table)
     if changed:
