@@ -4,7 +4,7 @@
 #K8S imagePullPolicy=Never
 #K8S tasks=1
 #K8S parallel=1
-#K8S indexed=false
+#K8S indexed=null
 #K8S requests={"cpu": "2", "memory": "2048Mi"}
 #K8S limits={"cpu": "2", "memory": "2048Mi"}
 #K8S activeDeadlineSeconds=1800
