@@ -254,8 +254,8 @@ def status(sweep_name: str, root: str | None, watch: bool, interval: float, show
         out.print(_status_table(st, single))
     if st.upstream_cancelled:
         out.print(f"cancelled {len(st.upstream_cancelled)} job(s) {' '.join(st.upstream_cancelled)}: an upstream "
-                  "failed (DependencyNeverSatisfied), so they could never run; resubmit the upstream, then "
-                  f"hpcjobs resubmit {st.sweep_id}", highlight=False)
+                  "failed, so they could never run (Slurm: DependencyNeverSatisfied; PBS deletes them itself); "
+                  f"resubmit the upstream, then hpcjobs resubmit {st.sweep_id}", highlight=False)
     if show_points:
         from rich.markup import escape
         from rich.table import Table

@@ -39,8 +39,9 @@ from hpcjobs.sweep.ledger import LEDGER_FILE, Ledger, UpstreamRecord
 if TYPE_CHECKING:
     from hpcjobs.config.experiment import Experiment
 
-__all__ = ["BLOCKED_REASON", "CONDITION_TYPE", "ResolvedUpstream", "UpstreamSpec", "cancel_blocked", "dependencies",
-           "find_upstream", "parse_after_option", "resolve_upstreams", "settle_upstreams", "upstream_specs"]
+__all__ = ["BLOCKED_REASON", "CONDITION_TYPE", "PBS_DELETED_STATE_RAW", "ResolvedUpstream", "UpstreamSpec",
+           "cancel_blocked", "dependencies", "find_upstream", "parse_after_option", "resolve_upstreams",
+           "settle_upstreams", "upstream_specs"]
 
 #: ``after:`` conditions → the scheduler's dependency type (``ok``: afterok, ``any``: afterany).
 CONDITION_TYPE: dict[str, str] = {"ok": "ok", "any": "any", "done": "any"}
@@ -50,6 +51,8 @@ DEPENDENT_SCHEDULERS: tuple[str, ...] = ("slurm", "pbspro", "torque")
 BLOCKED_REASON = "DependencyNeverSatisfied"
 #: The state text recorded for points cancelled because their upstream failed.
 BLOCKED_STATE_RAW = f"upstream failed: {BLOCKED_REASON}"
+#: The state text recorded for points of jobs the PBS server deleted because their dependency failed.
+PBS_DELETED_STATE_RAW = "upstream failed: deleted by the PBS server (depend)"
 _FILE_SUFFIXES = (".yaml", ".yml", ".json")
 #: A scheduler job id given as an upstream: ``123``, ``123.server``, ``123[].server``.
 _JOB_ID_RE = re.compile(r"\d+(?:_\d+)?(?:\[\])?(?:\.[A-Za-z0-9_.-]+)?")
@@ -290,14 +293,20 @@ def cancel_blocked(ledger: Ledger, client: SchedulerClient) -> list[str]:
     backend's ``fallback_status_argv``, one line per array task with its pending reason) for its live
     jobs, one ``scancel`` for every job whose reason is ``DependencyNeverSatisfied``. The points get the
     state ``CANCELLED`` and the state text ``upstream failed: DependencyNeverSatisfied``; the cancelled
-    job ids are noted in the ledger's ``upstreams`` table.
+    job ids are noted in the ledger's ``upstreams`` table. On PBS the server has deleted such jobs
+    itself: their points, finished (``F``) without an exit status, are recorded the same way
+    (:data:`PBS_DELETED_STATE_RAW`), with no scheduler call.
 
     Returns:
         The job ids cancelled.
     """
     backend = client.backend
     argv_of = getattr(backend, "fallback_status_argv", None)
-    if backend.name != "slurm" or argv_of is None or ledger.read_only or not ledger.upstreams():
+    if ledger.read_only or not ledger.upstreams():
+        return []
+    if backend.name in ("pbspro", "torque"):
+        return _deleted_by_server(ledger, backend)
+    if backend.name != "slurm" or argv_of is None:
         return []
     if not ledger.summary().get(states.PENDING):
         return []
@@ -344,3 +353,26 @@ def settle_upstreams(experiment: Experiment, experiment_path: Path, scheduler: s
         return (), []
     resolved = resolve_upstreams(specs, scheduler=scheduler, root=root, client=client)
     return dependencies(resolved), [r.record() for r in resolved]
+
+
+def _deleted_by_server(ledger: Ledger, backend: object) -> list[str]:
+    """Points of jobs an OpenPBS server deleted for a dependency that cannot be met: ``CANCELLED``.
+
+    qsub(1B): a job whose dependency cannot be satisfied is deleted by the server. On OpenPBS 23.06 its
+    history record is ``F`` (substate 92) with no ``Exit_status``, which reads as ``UNKNOWN``
+    (tests/data/pbs/openpbs-23.06_qstat-x-f-F-json_dependency_deleted.json); a job deleted by ``qdel`` has
+    substate 91 and is ``CANCELLED`` already. In a sweep with upstreams such a point never ran because an
+    upstream failed.
+    """
+    gone = [p for p in ledger.points(states.UNKNOWN)
+            if (p.state_raw or "").strip() in ("F", "X", "C") and p.exit_code is None]
+    if not gone:
+        return []
+    records = [JobStatus(job_id=p.job_id or p.array_job_id or "", state=states.CANCELLED,
+                         state_raw=PBS_DELETED_STATE_RAW,
+                         array_job_id=p.array_job_id if p.array_index is not None else None,
+                         array_task_id=p.array_index) for p in gone]
+    ledger.apply_status(StatusTable.from_records(records), job_key=getattr(backend, "job_key", None))
+    jobs = list(dict.fromkeys(p.array_job_id or p.job_id or "" for p in gone))
+    ledger.record_upstream_cancelled(jobs)
+    return jobs

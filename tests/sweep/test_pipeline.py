@@ -387,3 +387,48 @@ def test_single_job_after_a_sweep_and_a_sweep_after_the_job(tmp_path: Path, fake
     # the same request again: already submitted, nothing new, the record kept
     again = submit_experiment(job, site=SITE, root=tmp_path / "sweeps", client=_client())
     assert again.job_id == "101" and len(fake.sbatch()) == 3
+
+
+class RecordedPbs:
+    """qsub and qstat of an OpenPBS server whose answers for the downstream array 4008[].vm are the testbed's
+    recorded ones: the server deleted it because its ``afterok`` upstream 4007[].vm failed."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv, *, timeout=60.0, input=None, env=None, cwd=None, check=True):
+        argv = [Path(argv[0]).name, *argv[1:]]
+        self.calls.append(argv)
+        out = ""
+        if argv[0] == "qsub":
+            out = "4008[].vm\n"
+        elif argv[0] == "qstat" and "-t" in argv:
+            out = (ROOT / "tests" / "data" / "pbs" / "openpbs-23.06_qstat-x-f-F-json_dependency_deleted.json"
+                   ).read_text()
+        elif argv[0] == "qstat":
+            out = '{"timestamp": 1, "pbs_version": "23.06.06", "pbs_server": "vm", "Jobs": {}}\n'
+        return CommandResult(tuple(argv), 0, out, "", 0.0)
+
+
+def test_pbs_server_deleted_downstream_is_cancelled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "pbsbin"
+    bin_dir.mkdir()
+    for name in ("qsub", "qstat", "qdel"):
+        (bin_dir / name).write_text("#!/bin/sh\nexit 1\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("HPCJOBS_PBS_BIN", str(bin_dir))
+    fake = RecordedPbs()
+    monkeypatch.setattr(process, "run_command", fake)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HPCJOBS_SUBMIT_LOOKUP_S", "0")
+    client = SchedulerClient(get_backend("pbspro"))
+    site = str(ROOT / "tests" / "sites" / "openpbs-sweeps.yaml")
+    prepared, report = run_sweep(_exp(tmp_path, "down", 2), site=site, root=tmp_path / "sweeps", client=client,
+                                 after=("4007[].vm",))
+    qsub = next(c for c in fake.calls if c[0] == "qsub")
+    assert qsub[1:3] == ["-W", "depend=afterok:4007[].vm"] and report.job_ids == ["4008[].vm"]
+    st = sweep_status(prepared.sweep_id, root=tmp_path / "sweeps", client=SchedulerClient(get_backend("pbspro")))
+    assert st.counts == {"CANCELLED": 2} and st.upstream_cancelled == ("4008[].vm",)
+    from hpcjobs.sweep.pipeline import PBS_DELETED_STATE_RAW
+
+    assert [p.state_raw for p in st.points] == [PBS_DELETED_STATE_RAW] * 2

@@ -100,11 +100,13 @@ def test_unset_after_and_notify_keep_sweep_ids() -> None:
     import hashlib
     import json
 
-    from hpcjobs.sweep.identity import experiment_digest
+    from hpcjobs.sweep.identity import OMITTED_WHEN_UNSET, experiment_digest
 
+    assert {"after", "notify"} <= set(OMITTED_WHEN_UNSET)
     exp = Experiment.model_validate({"name": "x", "command": "true"})
     data = exp.model_dump(mode="json")
-    del data["after"], data["notify"]
+    for key in OMITTED_WHEN_UNSET:  # keys added later, each unset here
+        del data[key]
     old = hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                                     default=str).encode("utf-8")).hexdigest()
     assert experiment_digest(exp) == old
