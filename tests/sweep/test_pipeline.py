@@ -432,3 +432,21 @@ def test_pbs_server_deleted_downstream_is_cancelled(tmp_path: Path, monkeypatch:
     from hpcjobs.sweep.pipeline import PBS_DELETED_STATE_RAW
 
     assert [p.state_raw for p in st.points] == [PBS_DELETED_STATE_RAW] * 2
+
+
+def test_local_site_runs_after_an_ended_upstream_and_refuses_a_failed_one(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "sweeps"
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("name: okup\ncommand: 'true'\nsweep: {grid: {x: [0]}}\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: badup\ncommand: 'exit 3'\nsweep: {grid: {x: [0]}}\n")
+    run_sweep(ok, site="local", root=root)
+    run_sweep(bad, site="local", root=root)
+    down = tmp_path / "down.yaml"
+    down.write_text("name: down\ncommand: 'true'\nafter: [ok.yaml]\nsweep: {grid: {x: [0]}}\n")
+    prepared, _ = run_sweep(down, site="local", root=root)
+    assert sweep_status(prepared.sweep_id, root=root).counts == {"COMPLETED": 1}
+    with pytest.raises(ConfigError, match="ended without success"):
+        run_sweep(down, site="local", root=root, after=("badup",), new=True)
