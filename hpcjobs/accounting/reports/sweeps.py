@@ -230,15 +230,16 @@ def label_attempts(df: pd.DataFrame, attempts: pd.DataFrame) -> pd.DataFrame:
     left3 = left.assign(array_index=left["array_index"].fillna(-1))
     right3 = right.assign(array_index=right["array_index"].fillna(-1))
     pos = pos.fillna(_match(left3, right3, ["sweep_id", "chunk", "array_index"]))
-    found = pos.notna().to_numpy(dtype=bool)
-    at = pos.fillna(0).to_numpy(dtype="int64")
-    point = pd.array(attempts["point_id"], dtype="string")
+    found = pos.notna().to_numpy(dtype=bool) & (len(attempts) > 0)
+    at = pos.fillna(0).to_numpy(dtype="int64")[found]  # taken by position, no loop over the rows
+    point = pd.array([pd.NA] * len(jobs), dtype="string")
+    point[found] = pd.array(attempts["point_id"], dtype="string").take(at)
+    attempt = pd.array([pd.NA] * len(jobs), dtype="Int64")
+    attempt[found] = pd.array(attempts["attempt"], dtype="Int64").take(at)
+    final = found.copy()
+    final[found] = attempts["final"].to_numpy(dtype=bool)[at]
     labels = pd.DataFrame({
-        "job_id": jobs["job_id"].astype("string"),
-        "point_id": pd.array([point[i] if f else pd.NA for i, f in zip(at, found, strict=True)], dtype="string"),
-        "attempt": pd.array([attempts["attempt"].iloc[i] if f else pd.NA for i, f in zip(at, found, strict=True)],
-                            dtype="Int64"),
-        "replaced": [not (f and bool(attempts["final"].iloc[i])) for i, f in zip(at, found, strict=True)],
+        "job_id": jobs["job_id"].astype("string").to_numpy(), "point_id": point, "attempt": attempt, "replaced": ~final,
     }).drop_duplicates("job_id", keep="last")
     by_job = labels.set_index("job_id")
     key = df["job_id"].astype("string")
