@@ -72,7 +72,7 @@ def run_sweep(
         if prepared.site.scheduler == "local":
             return prepared, _local_dry_run(prepared)
         deps, _records = settle_upstreams(*_upstream_args(prepared), _recorded_upstreams(prepared.folder), None,
-                                         cli_after)
+                                         cli_after, prepared.site.name)
         sub = SweepSubmitter(prepared, _DryLedger(prepared), client or client_for(prepared.site.scheduler),  # type: ignore[arg-type]
                              throttle=throttle, after=deps)
         return prepared, sub.submit(dry_run=True)
@@ -81,10 +81,11 @@ def run_sweep(
     c = client or (client_for(prepared.site.scheduler) if prepared.site.scheduler != "local" else None)
     upstreams = None
     if not (prepared.folder / "ledger.sqlite").is_file():  # a new sweep: a missing upstream stops it unwritten
-        upstreams = settle_upstreams(*_upstream_args(prepared), (), c, cli_after)
+        upstreams = settle_upstreams(*_upstream_args(prepared), (), c, cli_after, prepared.site.name)
     with open_ledger(prepared, force=force, how=how) as ledger:
         if upstreams is None and ledger.summary().get("PLANNED"):
-            upstreams = settle_upstreams(*_upstream_args(prepared), ledger.upstreams(), c, cli_after)
+            upstreams = settle_upstreams(*_upstream_args(prepared), ledger.upstreams(), c, cli_after,
+                                         prepared.site.name)
         deps, records = upstreams or ((), [])
         ledger.record_upstreams(records)
         from hpcjobs.sweep.results_spec import result_sources, write_results_spec
@@ -374,7 +375,8 @@ def resubmit_sweep(
         assert c is not None
         from hpcjobs.sweep.pipeline import settle_upstreams
 
-        deps, records = settle_upstreams(*_upstream_args(prepared), ledger.upstreams(), c) if reset else ((), [])
+        deps, records = (settle_upstreams(*_upstream_args(prepared), ledger.upstreams(), c, (), prepared.site.name)
+                          if reset else ((), []))
         ledger.record_upstreams(records)
         return prepared, SweepSubmitter(prepared, ledger, c, throttle=throttle, after=deps).submit(), reset
 

@@ -130,19 +130,23 @@ def _problem(spec: UpstreamSpec, message: str) -> ConfigError:
     return ConfigError(ConfigProblem(message, file=spec.file, key=key))
 
 
-def _sweep_of_file(spec: UpstreamSpec, path: Path, root: str | Path | None) -> Path:
-    """The sweep (or job of ``hpcjobs submit``) planned from the experiment file ``path``."""
+def _sweep_of_file(spec: UpstreamSpec, path: Path, root: str | Path | None, site: str | None) -> Path:
+    """The sweep (or job of ``hpcjobs submit``) planned from the experiment file ``path``.
+
+    First its sweep id as ``hpcjobs sweep FILE`` makes it (:func:`hpcjobs.sweep.identity.make_sweep_id`) on
+    the file's ``site:``, else on ``site`` (the downstream's: an upstream runs where it does); else the newest
+    sweep or job whose ledger records that file (one planned with ``--set`` or sweep arguments).
+    """
     from hpcjobs.config.loading import load_experiment
-    from hpcjobs.render.script import load_site_for
     from hpcjobs.sweep.identity import make_sweep_id, sweep_folders, sweep_root
     from hpcjobs.sweep.singles_read import singles_root
 
     base = sweep_root(root)
     try:
         experiment, _doc = load_experiment(path)
-        site, _site_file = load_site_for(experiment, None)
-        folder = base / make_sweep_id(experiment, (), site.name)
-        if (folder / LEDGER_FILE).is_file():
+        site_name = experiment.site or site
+        folder = base / make_sweep_id(experiment, (), site_name) if site_name else None
+        if folder is not None and (folder / LEDGER_FILE).is_file():
             return folder
     except ConfigError:
         pass  # an upstream file that no longer loads: its sweep may still be found by path
@@ -162,7 +166,7 @@ def _sweep_of_file(spec: UpstreamSpec, path: Path, root: str | Path | None) -> P
     return newest[1]
 
 
-def find_upstream(spec: UpstreamSpec, root: str | Path | None = None) -> Path | None:
+def find_upstream(spec: UpstreamSpec, root: str | Path | None = None, site: str | None = None) -> Path | None:
     """The ledger folder of an upstream, or ``None`` for a bare scheduler job id hpcjobs does not know.
 
     Raises:
@@ -179,7 +183,7 @@ def find_upstream(spec: UpstreamSpec, root: str | Path | None = None) -> Path | 
     if path is not None and Path(ref).is_absolute():
         if not path.is_file():
             raise _problem(spec, f"upstream {ref}: no such file")
-        return _sweep_of_file(spec, path, root)
+        return _sweep_of_file(spec, path, root, site)
     try:
         return find_sweep(ref, root)
     except ConfigError as exc:
@@ -243,7 +247,7 @@ def _wait_list(spec: UpstreamSpec, ledger: Ledger, scheduler: str) -> tuple[str,
 
 
 def resolve_upstreams(specs: Sequence[UpstreamSpec], *, scheduler: str, root: str | Path | None = None,
-                      client: SchedulerClient | None = None) -> list[ResolvedUpstream]:
+                      client: SchedulerClient | None = None, site: str | None = None) -> list[ResolvedUpstream]:
     """Resolve each upstream to its ledger and, after one status poll of it, to the jobs to wait for.
 
     Args:
@@ -251,6 +255,7 @@ def resolve_upstreams(specs: Sequence[UpstreamSpec], *, scheduler: str, root: st
         scheduler: The downstream's scheduler family (an upstream must use the same one).
         root: Folder of sweep folders.
         client: The scheduler client that polls the upstreams (``None``: the ledgers are read as they are).
+        site: The downstream's site name (an upstream file without ``site:`` is looked up on it).
 
     Raises:
         ConfigError: An upstream not found or not yet submitted, on another scheduler, failed (``ok``), or
@@ -260,7 +265,7 @@ def resolve_upstreams(specs: Sequence[UpstreamSpec], *, scheduler: str, root: st
 
     out: list[ResolvedUpstream] = []
     for spec in specs:
-        folder = find_upstream(spec, root)
+        folder = find_upstream(spec, root, site)
         if folder is None:
             if scheduler not in DEPENDENT_SCHEDULERS:
                 raise _problem(spec, f"upstream job {spec.ref}: the {scheduler} site cannot wait for a job")
@@ -333,7 +338,8 @@ def cancel_blocked(ledger: Ledger, client: SchedulerClient) -> list[str]:
 
 def settle_upstreams(experiment: Experiment, experiment_path: Path, scheduler: str, root: Path,
                      recorded: Sequence[UpstreamRecord], client: SchedulerClient | None,
-                     cli: Sequence[UpstreamSpec] = ()) -> tuple[tuple[JobDependency, ...], list[UpstreamRecord]]:
+                     cli: Sequence[UpstreamSpec] = (), site: str | None = None,
+                     ) -> tuple[tuple[JobDependency, ...], list[UpstreamRecord]]:
     """The dependencies of a submission, and the records to keep in its ledger.
 
     Args:
@@ -344,6 +350,7 @@ def settle_upstreams(experiment: Experiment, experiment_path: Path, scheduler: s
         recorded: What the submission's ledger recorded before (:meth:`hpcjobs.sweep.ledger.Ledger.upstreams`).
         client: Polls the upstreams once each (``None``: read their ledgers as they are, e.g. for a dry run).
         cli: ``--after`` upstreams.
+        site: The submission's site name (upstream files are looked up on it).
 
     Raises:
         ConfigError: As :func:`resolve_upstreams`.
@@ -351,7 +358,7 @@ def settle_upstreams(experiment: Experiment, experiment_path: Path, scheduler: s
     specs = upstream_specs([(u.sweep, u.when) for u in experiment.after], experiment_path, cli, recorded)
     if not specs:
         return (), []
-    resolved = resolve_upstreams(specs, scheduler=scheduler, root=root, client=client)
+    resolved = resolve_upstreams(specs, scheduler=scheduler, root=root, client=client, site=site)
     return dependencies(resolved), [r.record() for r in resolved]
 
 

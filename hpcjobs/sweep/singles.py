@@ -228,7 +228,7 @@ def _upstreams(request: SingleRequest, recorded: Sequence[Any], client: Schedule
     from hpcjobs.sweep.pipeline import settle_upstreams
 
     return settle_upstreams(request.experiment, request.experiment_path, request.site.scheduler,
-                            request.folder.parent.parent, recorded, client, cli_after)
+                            request.folder.parent.parent, recorded, client, cli_after, request.site.name)
 
 
 def _client_for(scheduler: str) -> SchedulerClient:

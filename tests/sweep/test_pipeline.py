@@ -450,3 +450,13 @@ def test_local_site_runs_after_an_ended_upstream_and_refuses_a_failed_one(tmp_pa
     assert sweep_status(prepared.sweep_id, root=root).counts == {"COMPLETED": 1}
     with pytest.raises(ConfigError, match="ended without success"):
         run_sweep(down, site="local", root=root, after=("badup",), new=True)
+
+
+def test_upstream_file_planned_with_overrides_found_by_its_path(tmp_path: Path, fake: FakeSlurm) -> None:
+    prep = _exp(tmp_path, "prep", 1)
+    first, _ = run_sweep(prep, site=SITE, root=tmp_path / "sweeps", client=_client(), overrides=("description=a",))
+    fake.running.add("100")
+    prepared, _ = _sweep(_exp(tmp_path, "train", 1, "after: [prep.yaml]\n"), tmp_path)
+    assert "--dependency=afterok:100" in fake.sbatch()[-1]
+    with Ledger.open(prepared.folder) as ledger:
+        assert [r.sweep_id for r in ledger.upstreams()] == [first.sweep_id]
