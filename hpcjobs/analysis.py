@@ -281,6 +281,8 @@ def load_sweep_report(filters: ReportFilters, *, all_attempts: bool = False, **r
     with Ledger.open(folder, allow_read_only=True) as ledger:
         meta = ledger.meta
         attempts = sweep_attempts_frame(ledger)
+    if read.get("from_file") is None and read.get("scheduler") is None and meta.scheduler in ("kubernetes", "swarm"):
+        read = {**read, "scheduler": meta.scheduler}  # asked live, like sacct for a Slurm sweep
     if filters.since is None and read.get("from_file") is None:
         filters = replace(filters, since=datetime.fromtimestamp(meta.created_at, tz=timezone.utc) - timedelta(hours=1))
     df = load_report_frame(replace(filters, sweep=meta.sweep_id), **read)

@@ -30,7 +30,7 @@ from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 
 #: Formats :func:`detect_format` can name.
 FORMATS = ("sacct-parsable2", "sstat", "sacct-json", "qstat-json", "qstat-text", "torque-xml", "pbs-accounting",
-           "torque-accounting")
+           "torque-accounting", "kubectl-json", "swarm-json")
 
 _ACCOUNTING_LINE = re.compile(r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;[A-Za-z];[^;]+;", re.M)
 _RELATIVE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
@@ -91,13 +91,21 @@ def detect_format(text: str, file: str = "<text>") -> str:
         ConfigError: Not a format hpcjobs reads, or JSON that is invalid or absurdly deep.
     """
     head = text.lstrip()[:4096]
-    if head.startswith("{"):
+    if head.startswith(("{", "[")):
+        from hpcjobs.accounting.sources.kubernetes import is_kubectl_list
+        from hpcjobs.accounting.sources.swarm import is_swarm_json
+
         doc = load_json(text, file)
         if isinstance(doc, dict) and isinstance(doc.get("jobs"), list):
             return "sacct-json"
         if isinstance(doc, dict) and ("Jobs" in doc or "pbs_version" in doc or "pbs_server" in doc):
             return "qstat-json"
-        raise ConfigError("JSON file is neither `sacct --json` (no 'jobs' list) nor `qstat -F json` output")
+        if is_kubectl_list(doc):
+            return "kubectl-json"
+        if is_swarm_json(doc):
+            return "swarm-json"
+        raise ConfigError("JSON file is neither `sacct --json` (no 'jobs' list), `qstat -F json`, `kubectl get "
+                          "jobs,pods -o json` nor `docker inspect` output of Swarm services and tasks")
     if head.startswith("<"):
         return "torque-xml"
     if _ACCOUNTING_LINE.search(head):
@@ -185,6 +193,14 @@ def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Se
             if located is None:
                 raise
             raise located from None
+    if fmt == "kubectl-json":
+        from hpcjobs.accounting.sources.kubernetes import read_kubectl_json
+
+        return read_kubectl_json(text, str(p))
+    if fmt == "swarm-json":
+        from hpcjobs.accounting.sources.swarm import read_swarm_json
+
+        return read_swarm_json(text, str(p))
     if fmt == "qstat-json":
         from hpcjobs.accounting.sources.pbs import read_qstat_json
 
@@ -315,7 +331,8 @@ def load_report_frame(filters: ReportFilters, *, from_file: str | os.PathLike[st
     Args:
         filters: Period, users, accounts, partitions, sweep.
         from_file: A saved output to read instead of querying (see :func:`read_saved`).
-        scheduler: ``slurm`` (default for a live query), ``pbspro`` or ``torque``.
+        scheduler: ``slurm`` (default for a live query), ``kubernetes``, ``swarm`` (asked live too; a Swarm
+            sweep's saved records of removed services are read as well), ``pbspro`` or ``torque``.
         tz: Time zone of the saved file's times (see :func:`read_saved`).
         sacct_fields: Field names of headerless saved sacct text.
         all_users: Live sacct query of every user (``--allusers``) when no user is given.
@@ -330,10 +347,19 @@ def load_report_frame(filters: ReportFilters, *, from_file: str | os.PathLike[st
     """
     if from_file is not None:
         df = read_saved(from_file, scheduler=scheduler, tz=tz, sacct_fields=sacct_fields, delimiter=delimiter)
+    elif scheduler == "kubernetes":
+        from hpcjobs.accounting.sources.kubernetes import query_kubernetes
+
+        df = query_kubernetes()
+    elif scheduler == "swarm":
+        from hpcjobs.accounting.sources.swarm import query_swarm
+
+        df = query_swarm(local_sweep(filters.sweep) if filters.sweep else None)
     else:
         if scheduler not in (None, "slurm"):
-            raise ConfigError(f"live accounting queries are implemented for Slurm only; for {scheduler} save the "
-                              "accounting log or `qstat -x -f -F json` output and pass it with --from-file")
+            raise ConfigError(f"live accounting queries are implemented for Slurm, Kubernetes and Docker Swarm; for "
+                              f"{scheduler} save the accounting log or `qstat -x -f -F json` output and pass it with "
+                              "--from-file")
         from hpcjobs.accounting.sources.slurm import query_sacct
 
         since = filters.since or datetime.now(timezone.utc) - timedelta(days=7)

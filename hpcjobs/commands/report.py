@@ -82,11 +82,13 @@ def _print_tables(tables: dict[str, Any], max_rows: int) -> None:
               "per-point table and failures by parameter value.")
 @click.option("--all-attempts", is_flag=True, help="With --sweep: count the attempts a resubmission replaced too "
               "(marked by the attempt and replaced columns of --jobs).")
-@click.option("--scheduler", type=click.Choice(["slurm", "pbspro", "torque"]),
-              help="Scheduler (default slurm for a live query; with --from-file it settles PBS vs Torque).")
+@click.option("--scheduler", type=click.Choice(["slurm", "pbspro", "torque", "kubernetes", "swarm"]),
+              help="Scheduler (default slurm for a live query, or the sweep's; kubernetes and swarm are asked live "
+              "too; with --from-file it settles PBS vs Torque).")
 @click.option("--from-file", type=click.Path(exists=True), metavar="PATH",
-              help="Read saved sacct --parsable2/--json, qstat -f (-F json), Torque qstat -x XML or a PBS/Torque "
-                   "accounting log (file or directory) instead of querying; the format is detected.")
+              help="Read saved sacct --parsable2/--json, qstat -f (-F json), Torque qstat -x XML, a PBS/Torque "
+                   "accounting log (file or directory), kubectl get jobs,pods -o json or docker inspect of Swarm "
+                   "services and tasks instead of querying; the format is detected.")
 @click.option("--tz", metavar="ZONE", help="Time zone the saved file's times were written in (e.g. Europe/Berlin).")
 @click.option("--sacct-fields", metavar="F1,F2,...", help="--format fields of headerless saved sacct text.")
 @click.option("--delimiter", metavar="X", help="sacct --delimiter of the saved sacct text (default: detected); "
