@@ -252,6 +252,10 @@ def status(sweep_name: str, root: str | None, watch: bool, interval: float, show
         out.width = 100_000
     if not watch:
         out.print(_status_table(st, single))
+    if st.upstreams and not st.done:
+        waits = "; ".join(f"{u.sweep_id or u.ref} ({u.condition}" + (f": job {' '.join(u.job_ids)})" if u.job_ids
+                                                                   else ": ended)") for u in st.upstreams)
+        out.print(f"after: {waits}", highlight=False)
     if st.upstream_cancelled:
         out.print(f"cancelled {len(st.upstream_cancelled)} job(s) {' '.join(st.upstream_cancelled)}: an upstream "
                   "failed, so they could never run (Slurm: DependencyNeverSatisfied; PBS deletes them itself); "

@@ -221,6 +221,7 @@ class SweepStatus:
         points_offset: Index (in the listing order) of the page's first point.
         upstream_cancelled: Jobs this poll cancelled because an upstream failed (Slurm's
             ``DependencyNeverSatisfied``; :func:`hpcjobs.sweep.pipeline.cancel_blocked`).
+        upstreams: What the sweep waits for, as its ledger records it (``after:``, ``--after``).
     """
 
     sweep_id: str
@@ -233,6 +234,7 @@ class SweepStatus:
     read_only: bool = False
     points_offset: int = 0
     upstream_cancelled: tuple[str, ...] = ()
+    upstreams: tuple[Any, ...] = ()
 
     @property
     def total(self) -> int:
@@ -261,6 +263,8 @@ class SweepStatus:
             "points_offset": self.points_offset,
             "read_only": self.read_only,
             "upstream_cancelled": list(self.upstream_cancelled),
+            "upstreams": [{"ref": u.ref, "when": u.condition, "sweep_id": u.sweep_id, "job_ids": list(u.job_ids),
+                           "cancelled": list(u.cancelled)} for u in self.upstreams],
         }
 
 
@@ -301,7 +305,7 @@ def sweep_status(name: str | Path, *, root: str | Path | None = None, poll: bool
             changed = settle_if_idle(ledger)  # a dead local runner's points: from their exit files
         page = [] if points_limit == 0 else ledger.points(points_state, offset=points_offset, limit=points_limit)
         return SweepStatus(meta.sweep_id, folder, meta.site, meta.scheduler, ledger.summary(), page, changed,
-                           ledger.read_only, points_offset, tuple(cancelled))
+                           ledger.read_only, points_offset, tuple(cancelled), tuple(ledger.upstreams()))
 
 
 def cancel_sweep(name: str | Path, *, root: str | Path | None = None,

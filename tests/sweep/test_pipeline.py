@@ -330,7 +330,10 @@ def test_status_maps_real_dependency_never_satisfied(tmp_path: Path, monkeypatch
     assert recorded.calls[-1] == ["scancel", "9544"]
     assert st.upstream_cancelled == ("9544",)
     assert [(p.state, p.state_raw) for p in st.points] == [("CANCELLED", BLOCKED_STATE_RAW)] * 2
-    assert json.loads(json.dumps(st.as_dict()))["upstream_cancelled"] == ["9544"]
+    data = json.loads(json.dumps(st.as_dict()))
+    assert data["upstream_cancelled"] == ["9544"]
+    assert data["upstreams"] == [{"ref": "9543", "when": "ok", "sweep_id": None, "job_ids": ["9543"],
+                                  "cancelled": ["9544"]}]
 
 
 # ----------------------------------------------------------------------------------------- ledger upgrade
@@ -460,3 +463,23 @@ def test_upstream_file_planned_with_overrides_found_by_its_path(tmp_path: Path, 
     assert "--dependency=afterok:100" in fake.sbatch()[-1]
     with Ledger.open(prepared.folder) as ledger:
         assert [r.sweep_id for r in ledger.upstreams()] == [first.sweep_id]
+
+
+def test_status_command_shows_what_it_waits_for_and_what_it_cancelled(tmp_path: Path, fake: FakeSlurm) -> None:
+    from click.testing import CliRunner
+
+    from hpcjobs.cli import main
+
+    _sweep(_exp(tmp_path, "prep", 1), tmp_path)
+    fake.running.add("100")
+    prepared, _ = _sweep(_exp(tmp_path, "train", 2), tmp_path, after=("prep",))
+    root = str(tmp_path / "sweeps")
+    waiting = CliRunner().invoke(main, ["status", prepared.sweep_id, "--root", root])
+    assert waiting.exit_code == 0, waiting.output
+    assert "after: prep-" in waiting.output and "(ok: job 100)" in waiting.output
+    fake.running.discard("100")
+    fake.failing["100"] = {0}
+    blocked = CliRunner().invoke(main, ["status", prepared.sweep_id, "--root", root])
+    assert blocked.exit_code == 0, blocked.output
+    assert "cancelled 1 job(s) 101: an upstream failed" in blocked.output
+    assert f"hpcjobs resubmit {prepared.sweep_id}" in blocked.output
