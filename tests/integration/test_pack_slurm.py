@@ -5,7 +5,8 @@ are 1 s, 2 s, 120 s and 120 s long on their first run (1 s on a second one); tha
 once its two short points have ended. The ledger must then hold those two as ``COMPLETED`` and the
 two long ones as ``CANCELLED``; ``resubmit`` must run exactly those two (packed again, one task), and
 every point's log must show exactly one complete run. ``sacct`` has one step per point, named by
-the point id (``srun --exact --job-name``).
+the point id (``srun --exact --job-name``); a step killed with its task is recorded ``CANCELLED`` or,
+as seen on this testbed, ``FAILED``.
 """
 
 from __future__ import annotations
@@ -90,8 +91,8 @@ def test_packed_sweep_killed_mid_way_then_resubmitted(slurm_testbed, tmp_path, m
 
     def complete() -> bool:
         rows = _steps([first_job, second_job], names)
-        return len(rows) == 14 and all(r[2] and r[5] for r in rows) and all(
-            r[2] in ("COMPLETED", "CANCELLED") for r in rows)
+        return len(rows) == 14 and all(r[2] and r[5] for r in rows) and not any(
+            r[2].startswith(("RUNNING", "PENDING", "COMPLETING")) for r in rows)
 
     _wait("complete sacct step rows", complete, timeout=120)
     rows = _steps([first_job, second_job], names)
@@ -99,4 +100,5 @@ def test_packed_sweep_killed_mid_way_then_resubmitted(slurm_testbed, tmp_path, m
     assert len(first) == 12 and {r[1] for r in first} == names
     assert sum(r[2] == "COMPLETED" for r in first) == 10
     assert sorted(r[1] for r in rows if r[2] == "COMPLETED") == sorted(ids)  # each point completed once
-    assert all(r[0].split(".")[0].rsplit("_", 1)[1] == "1" for r in first if r[2] == "CANCELLED")
+    # the two steps killed with task 1 ended CANCELLED, or FAILED when srun saw its task die first
+    assert all(r[0].split(".")[0].rsplit("_", 1)[1] == "1" for r in first if r[2] != "COMPLETED")
