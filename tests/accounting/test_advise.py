@@ -12,16 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpcjobs.accounting.report_source import read_saved
+from hpcjobs.accounting.reports import advise as advise_module
 from hpcjobs.accounting.reports.advise import (
     AdviceSettings,
     PartitionLimits,
     advise,
     advise_groups,
     limits_from_site,
-    right_sizing_table,
     round_memory,
     round_walltime,
 )
+from hpcjobs.accounting.reports.right_sizing import RIGHT_SIZING_COLUMNS, right_sizing_table
 from hpcjobs.accounting.reports.tables import report_tables
 from hpcjobs.accounting.schema import conform
 from hpcjobs.cli import main
@@ -34,6 +35,33 @@ M = 1024**2
 #: The --format of the testbed capture testbed-22.05_sacct-steps-parsable2.txt (tests/data/SOURCES.md).
 TESTBED_FIELDS = ("JobID,JobIDRaw,JobName,Partition,State,ExitCode,Submit,Start,End,Elapsed,AllocCPUS,ReqMem,"
                   "MaxRSS,TotalCPU,AllocTRES,ReqTRES,Timelimit,NodeList")
+
+
+_shown = advise_module._shown
+
+
+def reference_right_sizing(df: pd.DataFrame, settings: AdviceSettings | None = None,
+                           groups: int | None = None) -> pd.DataFrame:
+    """The right_sizing table written the slow, plain way: advise() per group, the notes of its proposals and raises."""
+    rows: list[dict] = []
+    noted = 0
+    for a in advise_groups(df, settings):
+        if groups is not None and noted >= groups:
+            break
+        before = len(rows)
+        base = {"user": a.group["user"], "sweep_or_job": a.group.get("sweep_id") or a.group["job_name"], "runs": a.runs}
+        for r in a.resources:
+            if r.proposed is not None and r.asked is not None and r.proposed <= r.asked * 0.75:
+                rows.append({**base, "resource": r.resource, "asked": _shown(r.resource, r.asked, a.scheduler),
+                             "used_max": _shown(r.resource, r.used_max, a.scheduler), "proposed": r.proposed_text,
+                             "note": r.note})
+        for lr in a.raises:
+            rows.append({**base, "resource": lr.resource,
+                         "asked": None if lr.asked is None else _shown(lr.resource, lr.asked, a.scheduler),
+                         "used_max": None, "proposed": lr.proposed_text, "note": lr.note})
+        noted += len(rows) > before
+    out = pd.DataFrame(rows, columns=list(RIGHT_SIZING_COLUMNS))
+    return out.astype({c: "Int64" if c == "runs" else "string" for c in RIGHT_SIZING_COLUMNS})
 
 
 def td(seconds: float) -> pd.Timedelta:
@@ -310,3 +338,20 @@ def test_real_sweep_capture_with_a_timeout():
     assert b.raise_for("walltime").proposed == 120
     notes = right_sizing_table(df)  # default 5 runs needed: only the raise is noted
     assert list(notes["resource"]) == ["walltime"] and notes["sweep_or_job"].iloc[0] == "rightsize-83c04e2c"
+
+
+@pytest.mark.parametrize("source", ["synthetic", "testbed", "sweep"])
+def test_the_grouped_table_equals_advise_per_group(source, testbed_capture):
+    if source == "synthetic":
+        df = pd.concat([frame(40, rss=[6 * G] * 40), frame(6, sweep="b-00000000", user="bo", array="200",
+                                                          state=["COMPLETED"] * 4 + ["TIMEOUT", "OUT_OF_MEMORY"]),
+                        frame(7, gpus=4, util=[0.2] * 7, array="300", sweep="g-00000000"),
+                        frame(2, array="400", sweep="few-00000000")], ignore_index=True)
+    elif source == "testbed":
+        df = testbed_capture
+    else:
+        df = read_saved(DATA / "testbed" / "sacct_rightsize_sweep.txt")
+    for s in (AdviceSettings(), AdviceSettings(min_runs=1, quantile=0.5, margin=0.0)):
+        pd.testing.assert_frame_equal(right_sizing_table(df, s), reference_right_sizing(df, s))
+        for n in (1, 2):
+            pd.testing.assert_frame_equal(right_sizing_table(df, s, groups=n), reference_right_sizing(df, s, n))

@@ -20,13 +20,13 @@ from click.testing import CliRunner
 
 from hpcjobs import accounting as r
 from hpcjobs.accounting.report_source import ReportFilters, apply_filters, read_saved
-from hpcjobs.accounting.reports.advise import right_sizing_table
 from hpcjobs.accounting.reports.rows import _ratio, _started
 from hpcjobs.accounting.reports.wait import _WEEKDAYS, _wait_keys
 from hpcjobs.accounting.schema import conform
 from hpcjobs.cli import main
 from hpcjobs.errors import ConfigError
 from hpcjobs.states import FAILURE_STATES
+from tests.accounting.test_advise import reference_right_sizing
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 TESTBED_FIELDS = (DATA / "slurm" / "testbed" / "sacct_header_X.txt").read_text().splitlines()[0].split("|")
@@ -132,7 +132,7 @@ def ref_tables(df: pd.DataFrame, top: int = 20, tz: str | None = None) -> dict[s
     if (eff["gpu_hours"].fillna(0) > 0).any():
         by = "gpu_hours_wasted" if eff["gpu_hours_wasted"].notna().any() else "gpu_hours"
         out["worst_gpu_waste"] = ref_worst(eff, top, by)[list(r.OFFENDER_COLUMNS)]
-    out["right_sizing"] = right_sizing_table(df)  # on the whole frame: its own job rows
+    out["right_sizing"] = reference_right_sizing(df, groups=top)  # advise() per group
     out.update({f"wait_by_{k}": ref_queue_wait(df, [k], tz) for k in r.WAIT_KEYS})
     out["failures_by_state"] = ref_failures_by_state(df)
     out["failures_by_exit"] = ref_failures_by_exit(df)

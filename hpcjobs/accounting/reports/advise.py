@@ -263,9 +263,17 @@ def _shown(resource: str, value: float | None, scheduler: str | None) -> str:
 def _proposal(resource: str, used: pd.Series, asked: pd.Series, runs: int, settings: AdviceSettings,
               enough: bool, limit: int | None, limit_name: str | None, scheduler: str | None) -> ResourceAdvice:
     values = used.dropna().to_numpy(dtype=float)
-    asked_max = None if asked.dropna().empty else int(asked.dropna().max())
-    used_max = float(values.max()) if len(values) else None
-    used_q = _quantile(values, settings.quantile) if len(values) else None
+    known = asked.dropna()
+    return resource_advice(resource, float(values.max()) if len(values) else None,
+                           _quantile(values, settings.quantile) if len(values) else None, len(values),
+                           None if known.empty else int(known.max()), runs, settings, enough, limit, limit_name,
+                           scheduler)
+
+
+def resource_advice(resource: str, used_max: float | None, used_q: float | None, measured: int,
+                    asked_max: int | None, runs: int, settings: AdviceSettings, enough: bool, limit: int | None,
+                    limit_name: str | None, scheduler: str | None) -> ResourceAdvice:
+    """The proposal for one resource from its figures over a group's runs (see :class:`ResourceAdvice`)."""
     proposed: int | None = None
     text: str | None = None
     limited_by: str | None = None
@@ -291,25 +299,31 @@ def _proposal(resource: str, used: pd.Series, asked: pd.Series, runs: int, setti
     if used_max is None:
         note = f"{asked_words}, no {resource} use recorded in a completed run"
     else:
-        note = f"{asked_words}, {verb} {_shown(resource, used_max, scheduler)}{unit} in {len(values)} of {runs} runs"
+        note = f"{asked_words}, {verb} {_shown(resource, used_max, scheduler)}{unit} in {measured} of {runs} runs"
         if proposed is not None:
             note += f": ask {text}" + (f" ({limited_by})" if limited_by else "")
     if not enough:
         note += f" (too few completed runs to advise: {settings.min_runs} needed)"
-    return ResourceAdvice(resource, asked_max, used_max, used_q, len(values), runs, proposed, text, limited_by, note)
+    return ResourceAdvice(resource, asked_max, used_max, used_q, measured, runs, proposed, text, limited_by, note)
 
 
 def _raise(resource: str, state: str, hit: pd.DataFrame, asked: pd.Series, seen: pd.Series, settings: AdviceSettings,
            limit: int | None, limit_name: str | None, scheduler: str | None) -> LimitRaise:
-    jobs = tuple(str(j) for j in hit["job_id"])
     known = asked.dropna()
-    asked_max = int(known.max()) if len(known) else None
-    seen_max = seen.dropna()
+    seen_known = seen.dropna()
+    return limit_raise(resource, state, tuple(str(j) for j in hit["job_id"]), int(known.max()) if len(known) else None,
+                       float(seen_known.max()) if len(seen_known) else None, settings, limit, limit_name, scheduler)
+
+
+def limit_raise(resource: str, state: str, jobs: tuple[str, ...], asked_max: int | None, seen_max: float | None,
+                settings: AdviceSettings, limit: int | None, limit_name: str | None,
+                scheduler: str | None) -> LimitRaise:
+    """The raise for runs that hit a limit, from their largest request and the largest use seen."""
     candidates = []
     if asked_max is not None:
         candidates.append(asked_max * settings.raise_factor)
-    if len(seen_max):
-        candidates.append(float(seen_max.max()) * (1 + settings.margin))
+    if seen_max is not None:
+        candidates.append(seen_max * (1 + settings.margin))
     what = "the wall-time limit" if resource == "walltime" else "the memory limit"
     if not candidates:
         return LimitRaise(resource, state, jobs, None, None, None, False,
@@ -351,8 +365,9 @@ def advise(df: pd.DataFrame, settings: AdviceSettings | None = None, *, limits: 
 
 
 def _mode(series: pd.Series) -> str | None:
-    s = series.dropna().astype(str)
-    return None if s.empty else str(s.value_counts().index[0])
+    """The most common value (the first in text order among equals), ``None`` when all are NA."""
+    counts = series.dropna().astype(str).value_counts()
+    return None if counts.empty else str(min(counts.index[counts == counts.max()]))
 
 
 def _advise(jobs: pd.DataFrame, settings: AdviceSettings, limits: PartitionLimits | None,
@@ -448,9 +463,9 @@ def advise_groups(df: pd.DataFrame, settings: AdviceSettings | None = None, *, b
     return _advise_groups(_job_rows(df, ADVICE_INPUT), settings or AdviceSettings(), by_user, site)
 
 
-def _advise_groups(jobs: pd.DataFrame, settings: AdviceSettings, by_user: bool, site: SiteConfig | None,
-                   noteworthy_only: bool = False) -> list[Advice]:
-    """:func:`advise_groups` of job rows; ``noteworthy_only``: skip groups with too few runs and no limit hit."""
+def _advise_groups(jobs: pd.DataFrame, settings: AdviceSettings, by_user: bool,
+                   site: SiteConfig | None) -> list[Advice]:
+    """:func:`advise_groups` of job rows."""
     jobs = jobs[jobs["state"].isin(TERMINAL_STATES).to_numpy(dtype=bool)].reset_index(drop=True)
     if jobs.empty:
         return []
@@ -459,11 +474,7 @@ def _advise_groups(jobs: pd.DataFrame, settings: AdviceSettings, by_user: bool, 
         keys["user"] = jobs["user"].astype("string").fillna("?")
     frame = pd.DataFrame(keys)
     out = []
-    hit = jobs["state"].isin([TIMEOUT, OUT_OF_MEMORY]).to_numpy(dtype=bool)
-    done = (jobs["state"] == COMPLETED).to_numpy(dtype=bool)
     for values, idx in frame.groupby(list(keys), sort=True).groups.items():
-        if noteworthy_only and done[idx].sum() < settings.min_runs and not hit[idx].any():
-            continue  # nothing to say: cheaper than advising it
         vals = values if isinstance(values, tuple) else (values,)
         named = dict(zip(keys, (str(v) for v in vals), strict=True))
         grp = named.pop("group")
@@ -474,54 +485,8 @@ def _advise_groups(jobs: pd.DataFrame, settings: AdviceSettings, by_user: bool, 
     return sorted(out, key=lambda a: -a.runs)
 
 
-#: Columns of :func:`right_sizing_table`.
-RIGHT_SIZING_COLUMNS = ("user", "sweep_or_job", "resource", "runs", "asked", "used_max", "proposed", "note")
-
-
-def right_sizing_table(df: pd.DataFrame, settings: AdviceSettings | None = None, *,
-                       site: SiteConfig | None = None, min_saving: float = 0.25) -> pd.DataFrame:
-    """jobstats-style notes per user and sweep: requests much above use, and raises for runs that hit a limit.
-
-    Args:
-        df: A schema DataFrame.
-        settings: How advice is computed.
-        site: Partition limits.
-        min_saving: A proposal is noted when it is at least this fraction below the request.
-
-    Returns:
-        :data:`RIGHT_SIZING_COLUMNS`: ``asked``/``used_max``/``proposed`` as text in the resource's units,
-        ``note`` the sentence (``asked 64G, used at most 6G in 40 of 40 runs: ask 8G``).
-    """
-    return _right_sizing(_job_rows(df, ADVICE_INPUT), settings or AdviceSettings(), site, min_saving)
-
-
-def _right_sizing(jobs: pd.DataFrame, settings: AdviceSettings, site: SiteConfig | None = None,
-                  min_saving: float = 0.25) -> pd.DataFrame:
-    """:func:`right_sizing_table` of job rows."""
-    rows: list[dict[str, Any]] = []
-    for advice in _advise_groups(jobs, settings, True, site, noteworthy_only=True):
-        who = advice.group.get("user", "")
-        what = advice.group.get("sweep_id") or advice.group.get("job_name", "")
-        for r in advice.resources:
-            if r.proposed is None or r.asked is None or r.proposed > r.asked * (1 - min_saving):
-                continue
-            rows.append({"user": who, "sweep_or_job": what, "resource": r.resource, "runs": advice.runs,
-                         "asked": _shown(r.resource, r.asked, advice.scheduler),
-                         "used_max": _shown(r.resource, r.used_max, advice.scheduler),
-                         "proposed": r.proposed_text, "note": r.note})
-        for lr in advice.raises:
-            rows.append({"user": who, "sweep_or_job": what, "resource": lr.resource, "runs": advice.runs,
-                         "asked": None if lr.asked is None else _shown(lr.resource, lr.asked, advice.scheduler),
-                         "used_max": None, "proposed": lr.proposed_text, "note": lr.note})
-    out = pd.DataFrame(rows, columns=list(RIGHT_SIZING_COLUMNS))
-    for c in RIGHT_SIZING_COLUMNS:
-        out[c] = out[c].astype("Int64" if c == "runs" else "string")
-    return out
-
-
 __all__ = [
     "ADVICE_INPUT",
-    "RIGHT_SIZING_COLUMNS",
     "Advice",
     "AdviceSettings",
     "LimitRaise",
@@ -532,8 +497,9 @@ __all__ = [
     "format_memory",
     "format_walltime",
     "group_key",
+    "limit_raise",
     "limits_from_site",
-    "right_sizing_table",
+    "resource_advice",
     "round_memory",
     "round_walltime",
 ]

@@ -372,8 +372,8 @@ def report_tables(df: pd.DataFrame, section: str = "all", *, gpu: pd.DataFrame |
 
     Returns:
         ``efficiency``: ``waste_by_user``, ``waste_by_account``, ``waste_by_partition``,
-        ``worst_cpu_waste``, ``worst_gpu_waste`` (only with GPU jobs), ``right_sizing``
-        (:func:`hpcjobs.accounting.reports.advise.right_sizing_table`); ``wait``: ``wait_by_<key>``
+        ``worst_cpu_waste``, ``worst_gpu_waste`` (only with GPU jobs), ``right_sizing`` (the notes of the
+        ``top`` groups: :func:`hpcjobs.accounting.reports.right_sizing.right_sizing_table`); ``wait``: ``wait_by_<key>``
         for each of :data:`WAIT_KEYS`; ``failures``: ``failures_by_state``, ``failures_by_exit``.
 
     Raises:
@@ -382,7 +382,8 @@ def report_tables(df: pd.DataFrame, section: str = "all", *, gpu: pd.DataFrame |
     if section not in (*SECTIONS, "all"):
         raise ValueError(f"unknown section {section!r}; choose one of {', '.join(SECTIONS)}, all")
     out: dict[str, pd.DataFrame] = {}
-    from hpcjobs.accounting.reports.advise import ADVICE_INPUT, AdviceSettings, _right_sizing
+    from hpcjobs.accounting.reports.advise import ADVICE_INPUT, AdviceSettings
+    from hpcjobs.accounting.reports.right_sizing import _right_sizing
 
     wanted = {"efficiency": _EFFICIENCY_INPUT | ADVICE_INPUT, "wait": _WAIT_INPUT, "failures": _FAILURE_INPUT}
     jobs = _job_rows(df, frozenset().union(*(v for k, v in wanted.items() if section in (k, "all"))))
@@ -394,7 +395,8 @@ def report_tables(df: pd.DataFrame, section: str = "all", *, gpu: pd.DataFrame |
         if (eff["gpu_hours"].fillna(0) > 0).any():
             gpu_by = "gpu_hours_wasted" if eff["gpu_hours_wasted"].notna().any() else "gpu_hours"
             out["worst_gpu_waste"] = worst_offenders(eff, top, gpu_by)[list(OFFENDER_COLUMNS)]
-        out["right_sizing"] = _right_sizing(jobs, AdviceSettings())  # jobstats-style notes per user and sweep
+        # jobstats-style notes of the `top` user × sweep groups with most runs
+        out["right_sizing"] = _right_sizing(jobs, AdviceSettings(), groups=top)
     if section in ("wait", "all"):
         out.update(_queue_wait_report(jobs, tz))
     if section in ("failures", "all"):
