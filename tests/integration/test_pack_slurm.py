@@ -102,3 +102,35 @@ def test_packed_sweep_killed_mid_way_then_resubmitted(slurm_testbed, tmp_path, m
     assert sorted(r[1] for r in rows if r[2] == "COMPLETED") == sorted(ids)  # each point completed once
     # the two steps killed with task 1 ended CANCELLED, or FAILED when srun saw its task die first
     assert all(r[0].split(".")[0].rsplit("_", 1)[1] == "1" for r in first if r[2] != "COMPLETED")
+
+
+def test_packed_points_get_their_own_gpus(slurm_testbed, tmp_path, monkeypatch):
+    """4 points packed 2 per task on the gpu partition (2 GPUs): each step gets one GPU of its own."""
+    tmp_path.chmod(0o777)
+    monkeypatch.chdir(tmp_path)
+    exp = tmp_path / "gpus.yaml"
+    exp.write_text(f"name: packgpu\ndescription: run in {tmp_path}\npartition: gpu\n"
+                   "resources: {cpus_per_task: 2, gpus_per_node: 2, walltime: 5m}\n"
+                   "command: 'echo \"$CUDA_VISIBLE_DEVICES\"; sleep 2'\npack: {per_node: 2}\n"
+                   "sweep:\n  grid:\n    X: [0, 1, 2, 3]\n")
+    root = tmp_path / "sweeps"
+    prepared, report = run_sweep(exp, site=SITE, root=root)
+    _wait("the sweep to end", lambda: sweep_status(prepared.sweep_id, root=root).done)
+    with Ledger.open(root / prepared.sweep_id) as ledger:
+        points = ledger.points()
+        assert ledger.summary() == {"COMPLETED": 4}
+    by_task: dict[int, set[str]] = {}
+    for p in points:
+        assert p.array_index is not None
+        gpus = (root / prepared.sweep_id / "points" / p.point_id / "stdout.log").read_text().strip()
+        by_task.setdefault(p.array_index, set()).add(gpus)
+    assert by_task == {0: {"0", "1"}, 1: {"0", "1"}}  # the two points of a task on different GPUs
+    names = {p.point_id for p in points}
+
+    def steps() -> list[list[str]]:
+        out = run_command(["sacct", "--parsable2", "--noheader", f"--jobs={report.job_ids[0]}",
+                           "--format=JobID,JobName,AllocTRES"]).stdout
+        return [ln.split("|") for ln in out.splitlines() if ln.split("|")[1] in names]
+
+    _wait("the steps' sacct rows", lambda: len(steps()) == 4 and all(s[2] for s in steps()), timeout=120)
+    assert all("gres/gpu=1" in s[2] for s in steps()), steps()
