@@ -232,3 +232,17 @@ def test_killed_task_keeps_finished_points_and_resubmit_takes_the_rest(tmp_path:
         assert ledger.summary() == {states.COMPLETED: 7, states.CANCELLED: 2, states.RUNNING: 3}
         # an exit file of an earlier attempt (another token) is not this attempt's
         assert read_exit(folder / "points" / ids[6], token) is None
+
+
+def test_a_requeued_task_does_not_run_its_completed_points_again(tmp_path: Path) -> None:
+    command = "'echo ran >> \"$HPCJOBS_RUN_DIR/count\"; [ ! -e \"$HPCJOBS_SWEEP_DIR/fail-$X\" ]'"
+    (tmp_path / "sweeps").mkdir()
+    rc, folder, ids = _run_task(tmp_path, "{per_node: 2}", command, task=0)
+    assert rc == 0
+    (folder / "fail-1").touch()
+    (folder / "points" / ids[1] / exit_file_name("ab" * 8)).write_text("1\n")  # as if point 1 had failed
+    rc, folder, ids = _run_task(tmp_path, "{per_node: 2}", command, task=0)  # the same job, requeued
+    assert rc == 1
+    assert (folder / "points" / ids[0] / "count").read_text() == "ran\n"  # completed: not run again
+    assert (folder / "points" / ids[1] / "count").read_text() == "ran\nran\n"
+    assert read_exit(folder / "points" / ids[1], "ab" * 8) == 1

@@ -47,6 +47,10 @@ IFS=, read -r -a hpcjobs_pack_gpus <<< "${CUDA_VISIBLE_DEVICES:-0,1,2,3}"
 # Run one point ($1: its index in the chunk, $2: its slot in this task, $3: its id); record its exit status.
 hpcjobs_pack_run() {
     local rc=0 dir="$HPCJOBS_SWEEP_DIR/points/$3"
+    if [ "$(cat "$dir/hpcjobs-exit.$HPCJOBS_TOKEN" 2>/dev/null)" = 0 ]; then
+        echo "hpcjobs: point $3 completed in an earlier run of this job (requeued): not run again" >&2
+        return 0
+    fi
     mkdir -p "$dir"
     export HPCJOBS_PACK_INDEX="$1" HPCJOBS_PACK_SLOT="$2" OMP_NUM_THREADS=4
     CUDA_VISIBLE_DEVICES="$(IFS=,; echo "${hpcjobs_pack_gpus[*]:$(( $2 * 1 )):1}")"

@@ -44,6 +44,10 @@ hpcjobs_pack_task="${SLURM_ARRAY_TASK_ID:?not an array task}"
 # Run one point ($1: its index in the chunk, $2: its slot in this task, $3: its id); record its exit status.
 hpcjobs_pack_run() {
     local rc=0 dir="$HPCJOBS_SWEEP_DIR/points/$3"
+    if [ "$(cat "$dir/hpcjobs-exit.$HPCJOBS_TOKEN" 2>/dev/null)" = 0 ]; then
+        echo "hpcjobs: point $3 completed in an earlier run of this job (requeued): not run again" >&2
+        return 0
+    fi
     mkdir -p "$dir"
     export HPCJOBS_PACK_INDEX="$1" HPCJOBS_PACK_SLOT="$2" OMP_NUM_THREADS=2
     srun --exact --export=ALL --nodes=1 --ntasks=1 --cpus-per-task=2 --job-name="$3" bash -c hpcjobs_point &
