@@ -355,3 +355,15 @@ def test_the_grouped_table_equals_advise_per_group(source, testbed_capture):
         pd.testing.assert_frame_equal(right_sizing_table(df, s), reference_right_sizing(df, s))
         for n in (1, 2):
             pd.testing.assert_frame_equal(right_sizing_table(df, s, groups=n), reference_right_sizing(df, s, n))
+
+
+def test_real_openpbs_accounting_log_in_pbs_units():
+    """The real OpenPBS 23.06 log of tests/data/pbs/openpbs-real (see its README): PBS spelling of memory."""
+    df = read_saved(DATA.parent / "pbs" / "openpbs-real" / "accounting-20261203.txt")
+    a = advise(df, AdviceSettings(min_runs=2))
+    assert a.scheduler == "pbspro" and a.enough
+    mem = next(r for r in a.resources if r.resource == "memory")
+    assert mem.asked == 100 * M and mem.proposed == 100 * M and mem.proposed_text == "100mb"  # never above the ask
+    lr = a.raise_for("walltime")
+    assert lr.asked == 10 and lr.proposed_text == "00:01:00"  # 10 s × 1.5, whole minutes
+    assert a.savings["core_hours_proposed"] <= a.savings["core_hours_asked"]

@@ -80,6 +80,7 @@ def test_advise_and_resubmit_right_size(slurm_testbed, tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["resubmit", prepared.sweep_id, "--root", str(root), "--right-size",
                                        "--min-runs", "4"])
     assert result.exit_code == 0, result.output
+    print(result.output)  # what the README shows
     assert f"point {sleeper.point_id} (TIMEOUT): " in result.output
     assert "walltime 00:01:00 -> 00:02:00 (raise: TIMEOUT)" in result.output
     assert "1 point(s) reset; submitted 1 in 1 job(s)" in result.output

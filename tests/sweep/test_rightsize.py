@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -141,3 +142,35 @@ def test_a_raise_the_partition_blocks_is_said(tmp_path):
     advice = advise(history("rs", ["TIMEOUT"], 300 * M, [3600]))
     (ch,) = plan_right_size(prepared, [(prepared.points[0].point_id, "TIMEOUT")], advice)
     assert ch.changes == {} and "max_walltime" in ch.blocked  # hpctest's debug partition: 01:00:00 at most
+
+
+def test_advise_name_reads_every_sweep_of_that_name(tmp_path, monkeypatch):
+    from hpcjobs.sweep.api import run_sweep
+
+    monkeypatch.setattr(process, "run_command", FakeSlurm())
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "sweeps"
+    exp = tmp_path / "rs.yaml"
+    ids = []
+    for grid in ("[0, 1]", "[2, 3, 4]"):
+        exp.write_text(f"name: rs\ncommand: echo $x\nsweep:\n  grid:\n    x: {grid}\n")
+        prepared, _report = run_sweep(exp, site=SITE, root=root, new=True)
+        ids.append(prepared.sweep_id)
+    (exp.parent / "other.yaml").write_text("name: other\ncommand: echo $x\nsweep:\n  grid:\n    x: [0]\n")
+    run_sweep(exp.parent / "other.yaml", site=SITE, root=root)
+    asked: list = []
+
+    def frame_of(sweep_ids, **kw):
+        asked.append(tuple(sweep_ids))
+        return pd.concat([history(s, ["COMPLETED"] * 3, 100 * M, [60, 60, 60]).assign(
+            job_id=[f"{s}_{i}" for i in range(3)]) for s in sweep_ids], ignore_index=True)
+
+    monkeypatch.setattr(rightsize, "history_frame", frame_of)
+    r = CliRunner().invoke(main, ["advise", "--name", "rs", "--root", str(root), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    ids.sort()  # the sweep folder's order
+    assert asked == [tuple(ids)] and doc["source"] == "2 sweeps named rs" and doc["runs"] == 6 and doc["enough"]
+    assert doc["group"] == {"sweeps": ",".join(ids)}
+    none = CliRunner().invoke(main, ["advise", "--name", "nope", "--root", str(root)])
+    assert none.exit_code == 2 and "no sweep named 'nope'" in none.output

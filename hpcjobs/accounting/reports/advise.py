@@ -421,7 +421,8 @@ def _advise(jobs: pd.DataFrame, settings: AdviceSettings, limits: PartitionLimit
 
 def _savings(jobs: pd.DataFrame, resources: Sequence[ResourceAdvice], limit_s: pd.Series, asked_mem: pd.Series,
              used_mem: pd.Series) -> dict[str, float | None]:
-    """Reserved core-/GPU-hours (request × wall-time limit) over the finished runs, as asked and as proposed."""
+    """Reserved core-/GPU-hours (request × wall-time limit) over the finished runs, as asked and as proposed
+    (each run's request lowered to the proposal where it asked for more)."""
     by = {r.resource: r.proposed for r in resources}
     cpus = jobs["cpus"].astype("Float64")
     gpus = jobs["gpus"].astype("Float64").fillna(0)
@@ -430,9 +431,10 @@ def _savings(jobs: pd.DataFrame, resources: Sequence[ResourceAdvice], limit_s: p
     def hours(count: pd.Series, seconds: pd.Series) -> float | None:
         return float((count[known] * seconds[known]).sum() / 3600.0) if known.any() else None
 
-    new_s = limit_s if by.get("walltime") is None else pd.Series(float(by["walltime"] or 0), index=jobs.index)
-    new_cpus = cpus if by.get("cpus") is None else pd.Series(float(by["cpus"] or 0), index=jobs.index)
-    new_gpus = gpus if by.get("gpus") is None else gpus.where(gpus == 0, float(by.get("gpus") or 0))
+    # each run with the proposal, never above what that run asked (a group may hold several requests)
+    new_s = limit_s if by.get("walltime") is None else limit_s.clip(upper=float(by["walltime"] or 0))
+    new_cpus = cpus if by.get("cpus") is None else cpus.clip(upper=float(by["cpus"] or 0))
+    new_gpus = gpus if by.get("gpus") is None else gpus.clip(upper=float(by.get("gpus") or 0))
     return {
         "core_hours_asked": hours(cpus, limit_s), "core_hours_proposed": hours(new_cpus, new_s),
         "gpu_hours_asked": hours(gpus, limit_s), "gpu_hours_proposed": hours(new_gpus, new_s),
