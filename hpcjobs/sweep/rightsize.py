@@ -136,6 +136,11 @@ def load_history(sweep: str | None = None, *, name: str | None = None, from_file
             raise ConfigError(ConfigProblem(f"no sweep named {name!r} in {base}", key="--name"))
     metas = [_sweep_meta(f) for f in folders]
     ids = tuple(m.sweep_id for m in metas)
+    if from_file is None:
+        scheduler = scheduler or metas[-1].scheduler
+        if scheduler == "local":
+            raise ConfigError(f"sweep {ids[-1]} ran on the local site, which keeps no scheduler accounting; "
+                              "give --from-file with saved accounting instead")
     if since is None and from_file is None:
         since = datetime.fromtimestamp(min(m.created_at for m in metas), tz=timezone.utc) - timedelta(hours=1)
     label = f"sweep {ids[0]}" if sweep is not None else f"{len(ids)} sweep{'s' if len(ids) != 1 else ''} named {name}"

@@ -367,3 +367,12 @@ def test_real_openpbs_accounting_log_in_pbs_units():
     lr = a.raise_for("walltime")
     assert lr.asked == 10 and lr.proposed_text == "00:01:00"  # 10 s × 1.5, whole minutes
     assert a.savings["core_hours_proposed"] <= a.savings["core_hours_asked"]
+
+
+def test_html_report_has_the_notes(tmp_path):
+    path = DATA / "testbed" / "sacct_rightsize_sweep.txt"
+    r = CliRunner().invoke(main, ["report", "--from-file", str(path), "--section", "efficiency", "--html",
+                                  str(tmp_path / "r.html")])
+    assert r.exit_code == 0, r.output
+    page = (tmp_path / "r.html").read_text()
+    assert "<h3>Right sizing</h3>" in page and "1 run hit the wall-time limit (asked 00:01:00): ask 00:02:00" in page

@@ -174,3 +174,14 @@ def test_advise_name_reads_every_sweep_of_that_name(tmp_path, monkeypatch):
     assert doc["group"] == {"sweeps": ",".join(ids)}
     none = CliRunner().invoke(main, ["advise", "--name", "nope", "--root", str(root)])
     assert none.exit_code == 2 and "no sweep named 'nope'" in none.output
+
+
+def test_a_local_sweep_has_no_accounting_to_advise_from(tmp_path, monkeypatch):
+    from hpcjobs.sweep.api import run_sweep
+
+    monkeypatch.chdir(tmp_path)
+    exp = tmp_path / "loc.yaml"
+    exp.write_text("name: loc\nsite: local\ncommand: 'true'\nsweep:\n  grid:\n    x: [0]\n")
+    prepared, _report = run_sweep(exp, root=tmp_path / "sweeps")
+    r = CliRunner().invoke(main, ["advise", prepared.sweep_id, "--root", str(tmp_path / "sweeps")])
+    assert r.exit_code == 2 and "local site" in r.output
