@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -222,13 +222,16 @@ def _raised(asked: int | None, advised_raise: int | None, factor: float, limit: 
     return (min(value, limit) if limit is not None else value), False
 
 
-def plan_right_size(prepared: PreparedSweep, failed: Sequence[tuple[str, str]], advice: Advice) -> list[PointChange]:
+def plan_right_size(prepared: PreparedSweep, failed: Sequence[tuple[str, str]], advice: Advice,
+                    memory_hit: Collection[str] = ()) -> list[PointChange]:
     """The resources each failed point gets (see the module docs).
 
     Args:
         prepared: The sweep as prepared from its ledger.
         failed: (point id, state) of the points that go again.
         advice: The sweep's advice (:func:`advise_history`).
+        memory_hit: Points whose last run hit its memory limit without ending ``OUT_OF_MEMORY`` (killed by
+            SIGKILL at its request: :func:`hpcjobs.accounting.reports.advise.memory_hits`).
     """
     from hpcjobs.accounting.reports.advise import limits_from_site, round_memory, round_walltime
 
@@ -257,12 +260,12 @@ def plan_right_size(prepared: PreparedSweep, failed: Sequence[tuple[str, str]], 
             if blocked:
                 change = dataclasses.replace(change, blocked=f"wall time {job.walltime}s is the partition "
                                              f"{limits.partition} max_walltime: no raise possible")
-        if state == states.OUT_OF_MEMORY:
+        if state == states.OUT_OF_MEMORY or point_id in memory_hit:
             lr = advice.raise_for("memory")
             value, blocked = _raised(job.memory_per_node, lr.proposed if lr else None, settings.raise_factor,
                                      limits.memory_per_node, round_memory)
             target["memory"] = value
-            change.why["memory"] = "raise: OUT_OF_MEMORY"
+            change.why["memory"] = "raise: OUT_OF_MEMORY" if state == states.OUT_OF_MEMORY else "raise: memory limit"
             if blocked:
                 change = dataclasses.replace(change, blocked=f"memory {job.memory_per_node} bytes is the partition "
                                              f"{limits.partition} memory_per_node: no raise possible")
@@ -358,9 +361,14 @@ def right_size_resubmit(
     c = client or client_for(base.site.scheduler)
     with Ledger.open(folder) as ledger:
         poll_status(ledger, c)
-        failed = [(p.point_id, p.state) for p in ledger.points(list(which))]
+        records = ledger.points(list(which))
+    failed = [(p.point_id, p.state) for p in records]
     advice = advise_history(load_history(str(folder), from_file=from_file, root=root), settings)
-    changes = plan_right_size(base, failed, advice)
+    hit = advice.raise_for("memory")
+    hit_jobs = set(hit.jobs) if hit is not None else set()
+    memory_hit = {p.point_id for p in records
+                  if {p.job_id, f"{p.array_job_id}_{p.array_index}"} & hit_jobs}
+    changes = plan_right_size(base, failed, advice, memory_hit)
     prepared = apply_right_size(base, changes)
     if dry_run:
         return prepared, advice, changes, None, 0

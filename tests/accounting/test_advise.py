@@ -376,3 +376,17 @@ def test_html_report_has_the_notes(tmp_path):
     assert r.exit_code == 0, r.output
     page = (tmp_path / "r.html").read_text()
     assert "<h3>Right sizing</h3>" in page and "1 run hit the wall-time limit (asked 00:01:00): ask 00:02:00" in page
+
+
+def test_a_run_killed_at_its_memory_request_is_a_memory_hit():
+    """Slurm's OverMemoryKill records FAILED 0:9, not OUT_OF_MEMORY: job 9 of the testbed capture (SOURCES.md)."""
+    fields = ("JobID,JobIDRaw,JobName,User,Account,Partition,QOS,State,ExitCode,DerivedExitCode,Submit,Eligible,Start,"
+              "End,Elapsed,ElapsedRaw,Timelimit,TimelimitRaw,NNodes,NCPUS,AllocCPUS,ReqCPUS,ReqMem,MaxRSS,AveRSS,"
+              "TotalCPU,CPUTime,AllocTRES,ReqTRES,NodeList,Comment,Reason,WorkDir")  # its COMMANDS.txt line
+    df = read_saved(DATA / "testbed" / "sacct.txt", sacct_fields=fields.split(","))
+    groups = {a.group["job_name"]: a for a in advise_groups(df, AdviceSettings(min_runs=1))}
+    lr = groups["cap-memhog"].raise_for("memory")  # --mem=100M, killed with MaxRSS 289192K
+    assert lr.jobs == ("9",) and lr.asked == 100 * M and lr.proposed_text == "384M"  # 282 MiB × 1.2, 128M steps
+    assert groups["cap-exit3"].raise_for("memory") is None  # FAILED far below its request: not a memory hit
+    notes = right_sizing_table(df)
+    assert "1 run hit the memory limit (asked 100M): ask 384M" in list(notes["note"])

@@ -185,3 +185,26 @@ def test_a_local_sweep_has_no_accounting_to_advise_from(tmp_path, monkeypatch):
     prepared, _report = run_sweep(exp, root=tmp_path / "sweeps")
     r = CliRunner().invoke(main, ["advise", prepared.sweep_id, "--root", str(tmp_path / "sweeps")])
     assert r.exit_code == 2 and "local site" in r.output
+
+
+def test_a_point_killed_at_its_memory_request_gets_more_memory(tmp_path, monkeypatch):
+    """FAILED by SIGKILL with its peak over the request (Slurm's OverMemoryKill): the memory raise applies."""
+    fake = FatedSlurm({5: "FAILED"})
+    monkeypatch.setattr(process, "run_command", fake)
+    monkeypatch.chdir(tmp_path)
+    exp = tmp_path / "rs.yaml"
+    exp.write_text("name: rs\ncommand: echo $x\nresources: {memory: 1G, walltime: 10m}\n"
+                   "sweep:\n  grid:\n    x: [0, 1, 2, 3, 4, 5]\n")
+    root = tmp_path / "sweeps"
+    from hpcjobs.sweep.api import run_sweep
+
+    prepared, _report = run_sweep(exp, site=SITE, root=root)
+    frame = history(prepared.sweep_id, ["COMPLETED"] * 5 + ["FAILED"], 300 * M, [60] * 6)
+    frame.loc[5, ["max_rss_bytes", "mem_used_bytes"]] = 5000 * M  # over the 4096M of history()
+    monkeypatch.setattr(rightsize, "history_frame", lambda *a, **k: frame)
+    _got, advice, changes, _report2, reset = rightsize.right_size_resubmit(
+        prepared.folder, settings=AdviceSettings(min_runs=5), root=root, dry_run=True)
+    assert advice.raise_for("memory").jobs == ("100_5",)
+    (ch,) = changes
+    assert ch.state == "FAILED" and ch.why["memory"] == "raise: memory limit"
+    assert ch.changes["memory"] == (1024 * M, 6 * 1024 * M)  # the history's raise: 4096M × 1.5 (debug: 8G at most)

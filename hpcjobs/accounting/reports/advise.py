@@ -346,6 +346,22 @@ def limit_raise(resource: str, state: str, jobs: tuple[str, ...], asked_max: int
     return LimitRaise(resource, state, jobs, asked_max, rounded, fmt(rounded), False, f"{head}: ask {fmt(rounded)}")
 
 
+#: States of a run that may have been killed at its memory request (see :func:`memory_hits`).
+_KILLED_STATES = ("FAILED", "CANCELLED")
+
+
+def memory_hits(state: pd.Series, used_per_node: pd.Series, asked_per_node: pd.Series) -> np.ndarray:
+    """Runs that hit their memory limit: ``OUT_OF_MEMORY``, and failed or cancelled runs whose peak reached the request.
+
+    Slurm's ``JobAcctGatherParams=OverMemoryKill`` (without a memory cgroup) kills such a job with SIGKILL and
+    records ``FAILED`` (exit ``0:9``) with a MaxRSS above ``--mem``, not ``OUT_OF_MEMORY``; PBS and Torque
+    record the exceeded ``resources_used.mem`` too.
+    """
+    over = (used_per_node >= asked_per_node).fillna(False).to_numpy(dtype=bool)
+    killed = state.isin(_KILLED_STATES).to_numpy(dtype=bool)
+    return np.asarray((state == OUT_OF_MEMORY).to_numpy(dtype=bool) | (killed & over))
+
+
 def advise(df: pd.DataFrame, settings: AdviceSettings | None = None, *, limits: PartitionLimits | None = None,
            group: dict[str, str] | None = None) -> Advice:
     """Advice from one group of runs (see the module docs).
@@ -409,7 +425,7 @@ def _advise(jobs: pd.DataFrame, settings: AdviceSettings, limits: PartitionLimit
     if timeout.any():
         raises.append(_raise("walltime", TIMEOUT, jobs[timeout], limit_s[timeout], elapsed[done], settings,
                              limits.max_walltime, f"{part} max_walltime", scheduler))
-    oom = (jobs["state"] == OUT_OF_MEMORY).to_numpy(dtype=bool)
+    oom = memory_hits(jobs["state"], used_mem, asked_mem)
     if oom.any():
         raises.append(_raise("memory", OUT_OF_MEMORY, jobs[oom], asked_mem[oom], used_mem, settings,
                              limits.memory_per_node, f"{part} memory_per_node", scheduler))

@@ -19,6 +19,7 @@ from hpcjobs.accounting.reports.advise import (
     AdviceSettings,
     _shown,
     limit_raise,
+    memory_hits,
     resource_advice,
 )
 from hpcjobs.accounting.reports.rows import _job_rows, _seconds
@@ -72,10 +73,10 @@ def _right_sizing(jobs: pd.DataFrame, settings: AdviceSettings, min_saving: floa
     elapsed = _float(_seconds(jobs["elapsed"]))
     done = (jobs["state"] == COMPLETED).to_numpy(dtype=bool) & (elapsed > 0)
     timeout = (jobs["state"] == TIMEOUT).to_numpy(dtype=bool)
-    oom = (jobs["state"] == OUT_OF_MEMORY).to_numpy(dtype=bool)
     used_mem = _float(jobs["mem_used_bytes"].fillna(jobs["max_rss_bytes"]) if "mem_used_bytes" in jobs
                       else jobs["max_rss_bytes"]) / nodes
     asked_mem = _float(jobs["req_mem_bytes"]) / nodes
+    oom = memory_hits(jobs["state"], pd.Series(used_mem), pd.Series(asked_mem))
     limit_s = _float(_seconds(jobs["time_limit"]))
     with np.errstate(divide="ignore", invalid="ignore"):
         busy_cpus = _float(_seconds(jobs["cpu_time"])) / np.where(elapsed > 0, elapsed, np.nan)
