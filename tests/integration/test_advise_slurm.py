@@ -28,6 +28,9 @@ _HOLD = ('if [ "$mb" = 0 ]; then sleep 600; else /usr/bin/python3 -c '
          '"import time; b = b\\"x\\" * ($mb << 20); time.sleep(5)"; fi')
 
 
+_HOG = '/usr/bin/python3 -c "import time; b = b\\"x\\" * ($mb << 20); time.sleep(5)"'
+
+
 def _advice(sweep_id: str, root: Path) -> dict:
     """``advise --json`` once sacct has every completed point's MaxRSS (rows are partial just after the end)."""
     deadline = time.monotonic() + 90
@@ -93,5 +96,58 @@ def test_advise_and_resubmit_right_size(slurm_testbed, tmp_path, monkeypatch):
         (row,) = slurm_testbed.wait_complete_rows([again.array_job_id], ["Timelimit", "ReqMem"])
         assert row["Timelimit"] == "00:02:00"
         assert row["ReqMem"] != "2G"  # the advised memory, not the 2G asked before
+    finally:
+        run_command(["scancel", again.array_job_id], check=False)
+
+
+def test_a_point_killed_for_memory_goes_again_with_more(slurm_testbed, tmp_path, monkeypatch):
+    """Four points hold 40-70 MiB under --mem=200M; the fifth writes 600 MiB and is killed (FAILED 0:9 here)."""
+    tmp_path.chmod(0o777)
+    monkeypatch.chdir(tmp_path)
+    exp = tmp_path / "memkill.yaml"
+    exp.write_text(
+        "name: memkill\n"
+        f"description: {tmp_path}\n"
+        "resources: {memory: 200M, walltime: 2m}\n"
+        f"command: '{_HOG}'\n"
+        "sweep:\n  grid:\n    mb: [40, 50, 60, 70, 600]\n"
+    )
+    root = tmp_path / "sweeps"
+    prepared, report = run_sweep(exp, site=SITE, root=root)
+    (array_id,) = report.job_ids
+    deadline = time.monotonic() + 300
+    while not (st := sweep_status(prepared.sweep_id, root=root)).done:
+        assert time.monotonic() < deadline, st.counts
+        time.sleep(3)
+    assert st.counts.get("COMPLETED") == 4 and sum(st.counts.values()) == 5, st.counts
+    slurm_testbed.wait_terminal(array_id)
+    slurm_testbed.wait_complete_rows([array_id], ["Timelimit", "ReqTRES", "Partition"])
+    deadline = time.monotonic() + 90
+    while True:  # the killed task's MaxRSS arrives with its step row
+        result = CliRunner().invoke(main, ["advise", prepared.sweep_id, "--root", str(root), "--min-runs", "4",
+                                           "--json"])
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.output)
+        if doc["raises"] and next(r for r in doc["resources"] if r["resource"] == "memory")["measured"] == 4:
+            break
+        assert time.monotonic() < deadline, doc
+        time.sleep(2)
+    (raised,) = doc["raises"]
+    assert raised["resource"] == "memory" and raised["asked"] == 200 * _MIB
+    assert raised["proposed"] >= 300 * _MIB  # at least the request × 1.5
+
+    with Ledger.open(prepared.folder) as ledger:
+        hog = next(p for p in ledger.points() if p.params["mb"] == 600)
+    result = CliRunner().invoke(main, ["resubmit", prepared.sweep_id, "--root", str(root), "--right-size",
+                                       "--min-runs", "4"])
+    assert result.exit_code == 0, result.output
+    print(result.output)
+    assert f"point {hog.point_id} ({hog.state}): memory 200M -> {raised['proposed_text']} (raise:" in result.output
+    with Ledger.open(prepared.folder) as ledger:
+        again = next(p for p in ledger.points() if p.point_id == hog.point_id)
+    assert again.attempt == 2 and again.array_job_id != array_id
+    try:
+        (row,) = slurm_testbed.wait_complete_rows([again.array_job_id], ["ReqMem"])
+        assert row["ReqMem"] == raised["proposed_text"]
     finally:
         run_command(["scancel", again.array_job_id], check=False)
