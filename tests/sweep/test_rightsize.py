@@ -202,7 +202,7 @@ def test_a_point_killed_at_its_memory_request_gets_more_memory(tmp_path, monkeyp
     frame = history(prepared.sweep_id, ["COMPLETED"] * 5 + ["FAILED"], 300 * M, [60] * 6)
     frame.loc[5, ["max_rss_bytes", "mem_used_bytes"]] = 5000 * M  # over the 4096M of history()
     monkeypatch.setattr(rightsize, "history_frame", lambda *a, **k: frame)
-    _got, advice, changes, _report2, reset = rightsize.right_size_resubmit(
+    _got, advice, changes, _report2, _reset = rightsize.right_size_resubmit(
         prepared.folder, settings=AdviceSettings(min_runs=5), root=root, dry_run=True)
     assert advice.raise_for("memory").jobs == ("100_5",)
     (ch,) = changes
