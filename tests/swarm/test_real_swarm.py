@@ -93,7 +93,8 @@ def test_six_point_sweep_with_a_failing_point(swarm: None, workdir: Path) -> Non
             return not services_of(prepared.sweep_id)
         wait_for("the service to be removed", removed, timeout=60, every=1.0)
         record = json.loads((root / prepared.sweep_id / "scheduler-records" / f"{name}.json").read_text())
-        assert record["service"]["Spec"]["Name"] == name and len(record["containers"]) == len(record["tasks"]) >= 6
+        assert record["service"]["Spec"]["Name"] == name
+        assert len(record["tasks"]) >= 6 and len(record["containers"]) >= 6
         assert counts == {st.COMPLETED: 5, st.FAILED: 1}
         with Ledger.open(root / prepared.sweep_id) as ledger:
             failed = [p for p in ledger.points() if p.state == st.FAILED]
@@ -105,7 +106,8 @@ def test_six_point_sweep_with_a_failing_point(swarm: None, workdir: Path) -> Non
         # such task found the template's claim and exited 0 at once, so the point ran once
         slot3 = [t["Status"]["State"] for t in sorted(record["tasks"], key=lambda t: t["CreatedAt"])
                  if t.get("Slot") == 3]
-        assert slot3[0] == "failed" and set(slot3[1:]) == {"complete"}, slot3
+        # (the service may be removed before Swarm starts slot 3 again: then it has the one task)
+        assert slot3[0] == "failed" and set(slot3[1:]) <= {"complete"}, slot3
         runs = _runs(root, prepared.sweep_id)
         assert set(runs) == ids and set(runs.values()) == {1}, runs
         out = (root / prepared.sweep_id / "points" / failed[0].point_id / "stdout.log").read_text()
