@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from hpcjobs.cli import console, handle_errors
 
@@ -113,17 +114,24 @@ def print_advice(advice: Any, label: str) -> None:
 @click.option("--tz", metavar="ZONE", help="Time zone the saved file's times were written in.")
 @click.option("--sacct-fields", metavar="F1,F2,...", help="--format fields of headerless saved sacct text.")
 @click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders.")
+@click.option("--days", type=click.IntRange(min=1, max=366), default=14, show_default=True,
+              help="Days of accounting history (as plan reads it) for the queue wait of the asked vs proposed request "
+                   "(with --from-file: only when given).")
+@click.option("--no-history", is_flag=True, help="Do not compare queue waits (no history query).")
 @click.option("--json", "as_json", is_flag=True, help="The advice as JSON.")
 @handle_errors
 def advise(sweep: str | None, name: str | None, from_file: str | None, quantile: str, margin: str, min_runs: int,
            site: str | None, scheduler: str | None, tz: str | None, sacct_fields: str | None, root: str | None,
-           as_json: bool) -> None:
+           days: int, no_history: bool, as_json: bool) -> None:
     """Propose memory, wall time and CPUs (and GPUs) from what finished runs used.
 
     The runs are a SWEEP's, every sweep of an experiment --name, or a saved --from-file. The
     proposal is the --quantile of use over the completed runs plus --margin, rounded and within
     the partition's limits; runs that hit their time or memory limit get the raise they need.
-    Fewer than --min-runs completed runs give no proposal.
+    Fewer than --min-runs completed runs give no proposal. The expected queue wait of the asked
+    and of the proposed request on the runs' partition comes from the last --days of accounting
+    history, as `hpcjobs plan` reads it (--no-history: not compared; with --from-file only when
+    --days is given).
     """
     from dataclasses import replace
 
@@ -137,10 +145,51 @@ def advise(sweep: str | None, name: str | None, from_file: str | None, quantile:
 
         history = replace(history, site=load_site(site))
     advice = advise_history(history, settings)
+    wait = None
+    days_given = click.get_current_context().get_parameter_source("days") is not ParameterSource.DEFAULT
+    if not no_history and (from_file is None or days_given):  # a saved file alone: no live query unless --days
+        from hpcjobs.plan.advice_wait import advice_wait
+
+        wait = advice_wait(advice, history.jobs, days=days)
     if as_json:
-        click.echo(json.dumps({"source": history.label, **advice.as_dict()}, indent=2, default=str))
+        click.echo(json.dumps({"source": history.label, **advice.as_dict(),
+                               "queue_wait": wait.as_dict() if wait is not None else None}, indent=2, default=str))
     else:
         print_advice(advice, history.label)
+        if wait is not None:
+            print_wait(wait)
+
+
+def print_wait(wait: Any) -> None:
+    """The expected queue wait of the asked and the proposed request, and the difference."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from hpcjobs.accounting.reports.advise import format_walltime
+    from hpcjobs.plan.advice_wait import duration_text as d
+
+    out = console(stderr=False)
+    if wait.asked is None:
+        out.print(escape(wait.note), highlight=False)
+        return
+    out.print(f"queue wait on {escape(wait.partition or '?')}, jobs started in the last {wait.days} days "
+              f"({wait.history_jobs} jobs)", highlight=False)
+    table = Table("", "walltime", "GPUs", "similar", "p50", "p90", "class", "in class", "p50", "p90", box=None,
+                  padding=(0, 1, 0, 0))
+    for name, r in (("asked", wait.asked), ("proposed", wait.proposed)):
+        if r is None:
+            continue
+        table.add_row(name, format_walltime(r.walltime_s) if r.walltime_s else "-", str(r.gpus),
+                      str(r.similar.jobs), d(r.similar.p50_s), d(r.similar.p90_s), r.walltime_class or "-",
+                      str(r.in_class.jobs), d(r.in_class.p50_s), d(r.in_class.p90_s))
+    if wait.proposed is not None:
+        diffs = [wait.difference(w, s) for w in ("similar", "in_class") for s in ("p50_s", "p90_s")]
+        if any(x is not None for x in diffs):
+            table.add_row("change", "", "", "", d(diffs[0]), d(diffs[1]), "", "", d(diffs[2]), d(diffs[3]))
+    out.print(table)
+    out.print(f"similar: same GPUs and nodes, wall time x0.5-x2; class: same GPUs and nodes, wall time in the same "
+              f"class; a figure needs {wait.min_jobs} jobs", highlight=False)
+    out.print(escape(wait.note), highlight=False)
 
 
 def resubmit_right_sized(folder: Any, settings: Any, which: tuple[str, ...], throttle: int | None, force: bool,

@@ -8,6 +8,7 @@ queue wait of similar jobs on that partition, and the cost; then one recommendat
 Modules: :mod:`~hpcjobs.plan.estimate` (the ``sbatch --test-only`` argv and its answer),
 :mod:`~hpcjobs.plan.billing` (core-, GPU- and billing-hours, ``TRESBillingWeights``),
 :mod:`~hpcjobs.plan.rank` (rows and the ranking rule), :mod:`~hpcjobs.plan.history` (queue wait of
-similar jobs from cached accounting windows; the only module that imports pandas), and
-:mod:`~hpcjobs.plan.api` (the library call behind the command).
+similar jobs from cached accounting windows), :mod:`~hpcjobs.plan.advice_wait` (the same wait for the
+request ``hpcjobs advise`` proposes vs the one the runs made; with ``history``, the modules that import
+pandas), and :mod:`~hpcjobs.plan.api` (the library call behind the command).
 """

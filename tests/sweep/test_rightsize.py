@@ -166,7 +166,7 @@ def test_advise_name_reads_every_sweep_of_that_name(tmp_path, monkeypatch):
             job_id=[f"{s}_{i}" for i in range(3)]) for s in sweep_ids], ignore_index=True)
 
     monkeypatch.setattr(rightsize, "history_frame", frame_of)
-    r = CliRunner().invoke(main, ["advise", "--name", "rs", "--root", str(root), "--json"])
+    r = CliRunner().invoke(main, ["advise", "--name", "rs", "--root", str(root), "--json", "--no-history"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
     ids.sort()  # the sweep folder's order
