@@ -202,3 +202,27 @@ def test_cli_no_history_and_from_file_alone_query_nothing(monkeypatch: pytest.Mo
     r = CliRunner().invoke(main, ["advise", "--from-file", CAPTURE, "--days", "3", "--no-history"])
     assert r.exit_code == 0 and "queue wait" not in r.output
     assert fake.calls == []
+
+
+def test_pbs_history_from_recorded_qstat_x(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PBS Pro: ``qstat -x -f -F json`` through the process seam; real OpenPBS 23.06 output (eth-cscs/firecrest-v2,
+    BSD-3-Clause, see tests/data/SOURCES.md): three 5-minute jobs on ``workq`` that started at once."""
+    qstat = (Path(__file__).resolve().parents[1] / "data" / "pbs"
+             / "firecrest_openpbs-23.06.06_qstat-F-json-f-x_allusers.json").read_text()
+    calls: list[list[str]] = []
+
+    def run(argv: Sequence[str], **kwargs: object) -> CommandResult:
+        calls.append([os.fspath(a) for a in argv])
+        assert calls[-1][0].endswith("qstat") and "-x" in calls[-1], calls[-1]
+        return CommandResult(tuple(calls[-1]), 0, qstat, "", 0.1)
+
+    monkeypatch.setattr(hpcjobs.process, "run_command", run)
+    from hpcjobs.plan.advice_wait import load_wait_history
+
+    hist = load_wait_history("pbspro", 7, now=datetime(2025, 6, 20, tzinfo=timezone.utc))
+    assert len(calls) == 1 and len(hist) == 3
+    few = compare_wait(hist, partition="workq", nodes=1, asked_walltime_s=600, asked_gpus=0, proposed_walltime_s=300)
+    assert few.proposed is not None and (few.proposed.similar.jobs, few.proposed.similar.p50_s) == (3, None)
+    three = compare_wait(hist, partition="workq", nodes=1, asked_walltime_s=600, asked_gpus=0,
+                         proposed_walltime_s=300, min_jobs=3)
+    assert three.proposed is not None and three.proposed.similar.p50_s == 0.0 and three.difference() == 0.0
