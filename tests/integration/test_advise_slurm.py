@@ -77,6 +77,10 @@ def test_advise_and_resubmit_right_size(slurm_testbed, tmp_path, monkeypatch):
     assert raised["state"] == "TIMEOUT" and raised["resource"] == "walltime" and raised["asked"] == 60
     assert raised["proposed"] == 120 and raised["proposed_text"] == "00:02:00"  # 1 min × 1.5, whole minutes
     assert doc["savings"]["core_hours_proposed"] <= doc["savings"]["core_hours_asked"]
+    wait = doc["queue_wait"]  # plan's history (sacct -X --allusers by day): this sweep's five jobs at least
+    assert wait["error"] is None and wait["partition"] == "debug" and wait["history_jobs"] >= 5, wait
+    assert wait["walltime_asked_s"] == 60 and wait["wait_asked_jobs"] >= 5 and wait["wait_asked_p50_s"] >= 0, wait
+    assert wait["class_asked"] == "<=15m" and wait["class_asked_jobs"] >= wait["wait_asked_jobs"], wait
 
     with Ledger.open(prepared.folder) as ledger:
         sleeper = next(p for p in ledger.points() if p.params["mb"] == 0)
