@@ -7,10 +7,12 @@ import os
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+import hpcjobs.plan.api
 import hpcjobs.process
 from hpcjobs.cli import main
 from hpcjobs.errors import ConfigError
@@ -160,7 +162,16 @@ def test_pbs_rows_show_the_queue_state(monkeypatch: pytest.MonkeyPatch) -> None:
     assert plan.recommended is None and plan.rows[0].why_not == ("queue workq is disabled, started",)
 
 
-def test_cli_json_and_table(fake: FakeScheduler) -> None:
+class _AtCaptureTime(datetime):
+    """``datetime`` whose ``now`` is the time the recorded answers were captured (the CLI reads the clock)."""
+
+    @classmethod
+    def now(cls, tz: Any = None) -> _AtCaptureTime:  # type: ignore[override]
+        return cls.fromtimestamp(NOW.timestamp(), tz)
+
+
+def test_cli_json_and_table(fake: FakeScheduler, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hpcjobs.plan.api, "datetime", _AtCaptureTime)
     runner = CliRunner()
     result = runner.invoke(main, ["plan", HELLO, "--site", SITE, "--days", "0", "--json"])
     assert result.exit_code == 0, result.output
