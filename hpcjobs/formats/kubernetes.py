@@ -32,6 +32,7 @@ from typing import Any
 from hpcjobs import states as st
 from hpcjobs.errors import SchedulerOutputError
 from hpcjobs.schedulers.base import JobStatus
+from hpcjobs.schedulers.containers import distributed_status
 from hpcjobs.states import JobTag
 
 CHUNK_LABEL = "hpcjobs/chunk"
@@ -57,10 +58,11 @@ def label_value(text: str) -> str:
     return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
 
 
-def chunk_name(tag: JobTag, tasks: int, indexed: bool = False) -> str:
-    """The chunk's name: ``<experiment>-<sweep hash or x>-<chunk>-<tasks>[i]-<token>``, lower case.
+def chunk_name(tag: JobTag, tasks: int, indexed: bool = False, *, nodes: int = 1) -> str:
+    """The chunk's name: ``<experiment>-<sweep hash or x>-<chunk>-<tasks>[n][i]-<token>``, lower case.
 
-    ``i`` after the number of points marks the Indexed form (one Job named after the chunk). Short
+    ``i`` after the number of points marks the Indexed form (one Job named after the chunk); ``n``
+    marks a distributed job of ``nodes`` pods (one point; ``tasks`` is then ``nodes``). Short
     enough that ``<chunk>-<index>`` (a Job of the one-Job-per-point form) is a valid name.
 
     Raises:
@@ -68,7 +70,8 @@ def chunk_name(tag: JobTag, tasks: int, indexed: bool = False) -> str:
     """
     name, digest = experiment_of(tag.sweep_id)
     prefix = re.sub(r"[^a-z0-9]+", "-", name.lower())[:_PREFIX_MAX].strip("-") or "job"
-    text = f"{prefix}-{digest or 'x'}-{tag.chunk}-{tasks}{'i' if indexed else ''}-{tag.token}"
+    count = f"{nodes}n" if nodes > 1 else str(tasks)
+    text = f"{prefix}-{digest or 'x'}-{tag.chunk}-{count}{'i' if indexed else ''}-{tag.token}"
     if len(text) + 1 + len(str(max(tasks - 1, 0))) > MAX_NAME:
         raise ValueError(f"cannot name the Jobs of {tag.render()} in {MAX_NAME} characters")
     return text
@@ -106,8 +109,15 @@ def tasks_in_name(chunk: str) -> tuple[int, bool] | None:
     parts = chunk.rsplit("-", 4)
     if len(parts) != 5:
         return None
-    m = re.fullmatch(r"(\d+)(i?)", parts[3])
+    m = re.fullmatch(r"(\d+)n?(i?)", parts[3])
     return (int(m.group(1)), bool(m.group(2))) if m else None
+
+
+def nodes_in_name(chunk: str) -> int:
+    """The pods of a distributed job (``<nodes>n`` in its chunk name), 1 for any other chunk."""
+    parts = chunk.rsplit("-", 4)
+    m = re.fullmatch(r"(\d+)ni?", parts[3]) if len(parts) == 5 else None
+    return int(m.group(1)) if m else 1
 
 
 def job_names(chunk: str) -> list[str]:
@@ -126,7 +136,7 @@ def split_job_id(job_id: str) -> tuple[str, str]:
 
 
 def manifest(pod_spec: Mapping[str, Any], *, chunk: str, namespace: str, tag: str, experiment: str, tasks: int,
-             parallel: int, deadline_s: int | None, indexed: bool) -> dict[str, Any]:
+             parallel: int, deadline_s: int | None, indexed: bool, nodes: int = 1) -> dict[str, Any]:
     """The object ``kubectl create -f`` takes for a chunk: a List of Jobs, or one Indexed Job.
 
     Args:
@@ -135,7 +145,13 @@ def manifest(pod_spec: Mapping[str, Any], *, chunk: str, namespace: str, tag: st
         tasks: Points in the chunk; ``parallel``: at most this many pods at once (the Indexed form only).
         deadline_s: The wall time (``activeDeadlineSeconds`` of each Job), or ``None``.
         indexed: One Indexed Job rather than one Job per point.
+        nodes: A distributed job's pods (``tasks`` is then the same): they run together
+            (parallelism N), a failed pod fails the job, and each pod gets its IP as ``HPCJOBS_POD_IP``.
     """
+    if nodes > 1:
+        pod_spec = _with_env(pod_spec, {})
+        pod_spec["containers"][0]["env"].insert(0, {"name": "HPCJOBS_POD_IP",
+                                                    "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     labels = {CHUNK_LABEL: chunk, NAME_LABEL: label_value(experiment)}
     meta = {"namespace": namespace, "labels": labels, "annotations": {TAG_ANNOTATION: tag}}
 
@@ -147,8 +163,10 @@ def manifest(pod_spec: Mapping[str, Any], *, chunk: str, namespace: str, tag: st
                 "metadata": {"name": name, **meta, "labels": pod_labels}, "spec": spec}
 
     if indexed:
-        spec = {"completionMode": "Indexed", "completions": tasks, "parallelism": min(parallel, tasks),
-                "backoffLimitPerIndex": 0, "backoffLimit": tasks}
+        spec: dict[str, Any] = {"completionMode": "Indexed", "completions": tasks, "parallelism": min(parallel, tasks),
+                                "backoffLimitPerIndex": 0, "backoffLimit": tasks}
+        if nodes > 1:  # all ranks at once; one failed pod fails the job
+            spec = {"completionMode": "Indexed", "completions": tasks, "parallelism": tasks, "backoffLimit": 0}
         return job(chunk, spec, _with_env(pod_spec, {"HPCJOBS_K8S_JOB": chunk}), dict(labels))
     items = []
     for i in range(tasks):
@@ -271,6 +289,8 @@ def job_statuses(items: Iterable[Mapping[str, Any]]) -> list[JobStatus]:
         indexed_job = by_index.get(None)  # the one Job of the Indexed form
         its_pods = pods.get(key, {})
         indices = sorted({i for i in by_index if i is not None} | set(its_pods))
+        nodes = nodes_in_name(chunk)
+        first = len(out)
         for index in indices:
             group = sorted(its_pods.get(index, []),
                            key=lambda p: str(p.get("metadata", {}).get("creationTimestamp", "")))
@@ -280,10 +300,14 @@ def job_statuses(items: Iterable[Mapping[str, Any]]) -> list[JobStatus]:
             else:
                 out.append(_pod_record(chunk, namespace, index, group, job))
             info = tasks_in_name(chunk)
-            if index == 0 and info is not None and info[0] == 1:  # a single job: also under the job's own id
+            if index == 0 and info is not None and info[0] == 1 and nodes == 1:  # a single job: also under its id
                 rec = out[-1]
                 out.append(JobStatus(job_id=f"{namespace}/{chunk}", state=rec.state, state_raw=rec.state_raw,
                                      exit_code=rec.exit_code, reason=rec.reason, name=chunk))
+        if nodes > 1:  # one point: its ranks' records become the job's one record
+            ranks, out[first:] = out[first:], []
+            cancelled = any(_meta(j, "annotations").get(CANCELLED_ANNOTATION) == "true" for j in by_index.values())
+            out.append(distributed_status(f"{namespace}/{chunk}", ranks, nodes, cancelled=cancelled))
     return out
 
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from hpcjobs import states as st
 from hpcjobs.errors import SchedulerOutputError
 from hpcjobs.schedulers.base import JobStatus
+from hpcjobs.schedulers.containers import distributed_status
 from hpcjobs.states import JobTag
 
 #: Image of the placeholder task that marks a cancelled job (never pulled: it can never be placed).
@@ -74,8 +75,10 @@ def experiment_of(sweep_id: str) -> tuple[str, str | None]:
     return (m["name"], m["hash"]) if m else (sweep_id, None)
 
 
-def service_name(tag: JobTag, tasks: int) -> str:
+def service_name(tag: JobTag, tasks: int, *, nodes: int = 1) -> str:
     """The service name of a submission: ``<experiment>-<sweep hash or x>-<chunk>-<tasks>-<token>``.
+
+    A distributed job of ``nodes`` > 1 tasks (one point) writes ``<nodes>n`` for the tasks.
 
     The experiment part is cosmetic (cut to 20 characters, other characters than letters, digits
     and ``-`` replaced); the rest is what :func:`parse_service_name` reads back, with the experiment
@@ -83,7 +86,8 @@ def service_name(tag: JobTag, tasks: int) -> str:
     """
     name, digest = experiment_of(tag.sweep_id)
     prefix = re.sub(r"[^A-Za-z0-9]+", "-", name)[:_PREFIX_MAX].strip("-") or "job"
-    text = f"{prefix}-{digest or 'x'}-{tag.chunk}-{tasks}-{tag.token}"
+    count = f"{nodes}n" if nodes > 1 else str(tasks)
+    text = f"{prefix}-{digest or 'x'}-{tag.chunk}-{count}-{tag.token}"
     if len(text) > MAX_SERVICE_NAME or not _SERVICE_NAME_RE.fullmatch(text):
         raise ValueError(f"cannot name a Swarm service for {tag.render()} ({text!r})")
     return text
@@ -95,6 +99,8 @@ def parse_service_name(text: str, experiment: str) -> ServiceName | None:
     if len(parts) != 5:
         return None
     _prefix, digest, chunk, tasks, token = parts
+    if re.fullmatch(r"\d+n", tasks):  # a distributed job: one point
+        tasks = "1"
     if not (chunk.isdigit() and tasks.isdigit() and re.fullmatch(r"[0-9a-f]{8,32}", token)):
         return None
     if digest == "x":
@@ -109,7 +115,16 @@ def parse_service_name(text: str, experiment: str) -> ServiceName | None:
 def tasks_in_name(text: str) -> int | None:
     """The task count written in an hpcjobs service name (``None`` for another name)."""
     parts = text.rsplit("-", 4)
+    if len(parts) == 5 and re.fullmatch(r"\d+n", parts[3]):
+        return 1
     return int(parts[3]) if len(parts) == 5 and parts[3].isdigit() else None
+
+
+def nodes_in_name(text: str) -> int:
+    """The tasks of a distributed job (``<nodes>n`` in its service name), 1 for any other service."""
+    parts = text.rsplit("-", 4)
+    m = re.fullmatch(r"(\d+)n", parts[3]) if len(parts) == 5 else None
+    return int(m.group(1)) if m else 1
 
 
 @dataclass(frozen=True)
@@ -234,6 +249,11 @@ def job_statuses(tasks: Iterable[Task]) -> list[JobStatus]:
     out: list[JobStatus] = []
     for service, by_slot in slots.items():
         is_cancelled = service in cancelled
+        nodes = nodes_in_name(service)
+        if nodes > 1:
+            ranks = [_status(service, slot, _decided(group), is_cancelled) for slot, group in sorted(by_slot.items())]
+            out.append(distributed_status(service, ranks, nodes, cancelled=is_cancelled))
+            continue
         first = len(out)
         for slot, group in sorted(by_slot.items()):
             rec = _status(service, slot, _decided(group), is_cancelled)

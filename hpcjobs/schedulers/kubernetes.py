@@ -36,6 +36,7 @@ from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 from hpcjobs.formats import kubernetes as fmt
 from hpcjobs.output import atomic_write_text
 from hpcjobs.schedulers.base import JobStatus, SubmitOptions
+from hpcjobs.schedulers.containers import distributed_problem
 from hpcjobs.states import JobTag, parse_job_tag
 
 if TYPE_CHECKING:  # the render layer imports this module, not the other way round
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # the render layer imports this module, not the other way rou
 DIRECTIVE_PREFIX = "#K8S"
 #: Keys whose value is JSON in a ``#K8S`` line.
 JSON_KEYS = frozenset({"requests", "limits", "nodeSelector", "tolerations", "volume", "indexed", "tasks", "parallel",
-                       "activeDeadlineSeconds"})
+                       "activeDeadlineSeconds", "nodes"})
 
 Directive = tuple[str, str]
 
@@ -59,22 +60,19 @@ def kubernetes_directives(job: ResolvedJob) -> list[Directive]:
 
     Raises:
         ConfigError: The site has no ``kubernetes:`` settings, or the job needs what this backend
-            does not do yet (several nodes, a launcher).
+            does not do (:func:`hpcjobs.schedulers.containers.distributed_problem`).
     """
     k = job.site.kubernetes
     if k is None:
         raise ConfigError(ConfigProblem(f"site {job.site.name!r} runs kubernetes but has no `kubernetes:` settings",
                                         key="kubernetes"))
-    if job.nodes > 1 or job.launch is not None:
-        raise ConfigError(ConfigProblem(
-            f"site {job.site.name!r} runs Kubernetes, where hpcjobs runs single-pod jobs and sweeps only: "
-            "multi-node jobs and launchers (torchrun, mpirun, ...) are not supported there yet",
-            key="launch" if job.launch is not None else "resources.nodes"))
+    distributed_problem(job, "Kubernetes")
     if job.array is not None and (job.array.start != 0 or job.array.step != 1):
         raise ConfigError(ConfigProblem(f"a Kubernetes job's pods are numbered 0..N-1; array {job.array.start}-"
                                         f"{job.array.end}:{job.array.step} cannot be run as one", key="array"))
-    tasks = job.array.size if job.array is not None else 1
-    limits = [t for t in (job.array.throttle if job.array else None, k.max_parallel) if t]
+    tasks = job.array.size if job.array is not None else job.nodes
+    # the pods of a distributed job all run at once, whatever max_parallel says
+    limits = [] if job.nodes > 1 else [t for t in (job.array.throttle if job.array else None, k.max_parallel) if t]
     cpus = job.cpus_per_task * job.tasks_per_node
     requests: dict[str, str] = {"cpu": str(cpus)}
     if job.memory_per_node is not None:
@@ -92,6 +90,8 @@ def kubernetes_directives(job: ResolvedJob) -> list[Directive]:
         ("requests", f"requests={json.dumps(requests, sort_keys=True)}"),
         ("limits", f"limits={json.dumps(caps, sort_keys=True)}"),
     ]
+    if job.nodes > 1:
+        d.append(("nodes", f"nodes={job.nodes}"))
     if job.walltime is not None:
         d.append(("activeDeadlineSeconds", f"activeDeadlineSeconds={job.walltime}"))
     if k.node_selector:
@@ -217,15 +217,16 @@ def chunk_manifest(settings: dict[str, Any], script: Path, cwd: Path, tag: JobTa
     if indexed is None:
         indexed = fmt.indexed_for(server_version)
     tasks = int(settings.get("tasks", 1))
+    nodes = int(settings.get("nodes", 1))
     try:
-        chunk = fmt.chunk_name(tag, tasks, bool(indexed))
+        chunk = fmt.chunk_name(tag, tasks, bool(indexed), nodes=nodes)
     except ValueError as exc:
         raise ConfigError(ConfigProblem(str(exc), key="array")) from None
     experiment, _ = fmt.experiment_of(tag.sweep_id)
     doc = fmt.manifest(pod_spec(settings, script, cwd), chunk=chunk, namespace=settings["namespace"],
                        tag=tag.render(), experiment=experiment, tasks=tasks,
                        parallel=int(settings.get("parallel", tasks)),
-                       deadline_s=settings.get("activeDeadlineSeconds"), indexed=bool(indexed))
+                       deadline_s=settings.get("activeDeadlineSeconds"), indexed=bool(indexed), nodes=nodes)
     return doc, chunk
 
 

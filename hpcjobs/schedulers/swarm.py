@@ -33,6 +33,7 @@ from hpcjobs.config.site_containers import mount_path
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 from hpcjobs.formats import swarm as fmt
 from hpcjobs.schedulers.base import JobStatus, SubmitOptions
+from hpcjobs.schedulers.containers import distributed_problem
 from hpcjobs.states import parse_job_tag
 from hpcjobs.units import format_memory_slurm
 
@@ -45,6 +46,8 @@ IMAGE_KEY = "image="
 #: Labels that carry the site's submit-time choices from the rendered script to ``docker service create``.
 NO_RUN_FOLDERS = "--label=hpcjobs.run-folders=no"
 RUN_AS_IMAGE_USER = "--label=hpcjobs.run-as=image"
+#: The label of a distributed job: its number of tasks (one per node), all of one point.
+NODES_LABEL = "--label=hpcjobs.nodes="
 #: Variables the service sets in each task from Swarm's templates (``docker service create --env``).
 TASK_ENV = (
     ("HPCJOBS_SWARM_SLOT", "{{.Task.Slot}}"),
@@ -60,18 +63,20 @@ def swarm_directives(job: ResolvedJob) -> list[Directive]:
 
     Raises:
         ConfigError: The site has no ``swarm:`` settings, or the job needs what this backend does not
-            do yet (several nodes, a launcher).
+            do (:func:`hpcjobs.schedulers.containers.distributed_problem`), or a job of several nodes
+            has no network to share.
     """
     settings = job.site.swarm
     if settings is None:
         raise ConfigError(ConfigProblem(f"site {job.site.name!r} runs swarm but has no `swarm:` settings (image, "
                                         "mounts)", key="swarm"))
-    if job.nodes > 1 or job.launch is not None:
+    distributed_problem(job, "Docker Swarm")
+    if job.nodes > 1 and not settings.networks:
         raise ConfigError(ConfigProblem(
-            f"site {job.site.name!r} runs Docker Swarm, where hpcjobs runs single-node jobs and sweeps only: "
-            "multi-node jobs and launchers (torchrun, mpirun, ...) are not supported there yet",
-            key="launch" if job.launch is not None else "resources.nodes"))
-    tasks = job.array.size if job.array is not None else 1
+            f"a job of {job.nodes} nodes on site {job.site.name!r} needs an overlay network its tasks share "
+            "(swarm.networks: an attachable overlay network, `docker network create -d overlay --attachable NAME`)",
+            key="swarm.networks"))
+    tasks = job.array.size if job.array is not None else job.nodes
     if job.array is not None and (job.array.start != 0 or job.array.step != 1):
         raise ConfigError(ConfigProblem(f"a Swarm job's tasks are numbered 0..N-1; array {job.array.start}-"
                                         f"{job.array.end}:{job.array.step} cannot be run as one", key="array"))
@@ -85,7 +90,11 @@ def swarm_directives(job: ResolvedJob) -> list[Directive]:
         ("restart-condition", "--restart-condition=none"),
     ]
     cpus = job.cpus_per_task * job.tasks_per_node
-    d.append(("reserve-cpu", f"--reserve-cpu={cpus}"))
+    if job.nodes == 1:
+        d.append(("reserve-cpu", f"--reserve-cpu={cpus}"))
+    # else no CPU reservation: Docker 20.10 rejected every task of a job that reserved CPUs and joined an
+    # overlay network ("assigned node no longer meets constraints", seen on the testbed, even at 0.1 CPU);
+    # the limit and the memory reservation stay
     if settings.limit_resources:
         d.append(("limit-cpu", f"--limit-cpu={cpus}"))
     if job.memory_per_node is not None:
@@ -107,6 +116,8 @@ def swarm_directives(job: ResolvedJob) -> list[Directive]:
         d.append(("label", NO_RUN_FOLDERS))
     if settings.run_as == "image":
         d.append(("label", RUN_AS_IMAGE_USER))
+    if job.nodes > 1:  # N tasks of one point: the name says so (hpcjobs.formats.swarm.service_name)
+        d.append(("label", f"{NODES_LABEL}{job.nodes}"))
     if job.walltime is not None:  # Swarm has no time limit: the template enforces it (and it is shown)
         d.append(("label", f"--label=hpcjobs.walltime={job.walltime}"))
     d += [("env", f"--env={k}={v}") for k, v in TASK_ENV]
@@ -153,6 +164,11 @@ def _replicas(options: Sequence[str]) -> int:
     return int(found[-1]) if found and found[-1].isdigit() else 1
 
 
+def _nodes(options: Sequence[str]) -> int:
+    found = [o[len(NODES_LABEL):] for o in options if o.startswith(NODES_LABEL)]
+    return int(found[-1]) if found and found[-1].isdigit() else 1
+
+
 def _run_folders(script: Path, cwd: Path) -> list[Path]:
     """The submit directory and the folder above the script's (the sweep folder), outermost first."""
     folders: list[Path] = []
@@ -193,7 +209,7 @@ class SwarmBackend:
                                             key="comment"))
         experiment, _digest = fmt.experiment_of(tag.sweep_id)
         argv = ["docker", "service", "create", "--detach", "--quiet",
-                "--name", fmt.service_name(tag, _replicas(words)),
+                "--name", fmt.service_name(tag, _replicas(words), nodes=_nodes(words)),
                 "--label", f"hpcjobs.tag={tag.render()}", "--label", f"hpcjobs.name={experiment}",
                 "--workdir", str(cwd)]
         if NO_RUN_FOLDERS not in words:

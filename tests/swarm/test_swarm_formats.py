@@ -285,13 +285,6 @@ def test_a_secret_from_the_environment_is_refused(tmp_path: Path) -> None:
         render_experiment(exp, site="swarm-testbed")
 
 
-def test_multi_node_jobs_are_refused_for_now(tmp_path: Path) -> None:
-    exp = tmp_path / "e.yaml"
-    exp.write_text("name: s\nlaunch: {launcher: torchrun, program: train.py}\n")
-    with pytest.raises(ConfigError, match="not supported there yet"):
-        render_experiment(exp, site="swarm-testbed")
-
-
 def test_twelve_task_job_while_two_run() -> None:
     records = fmt.parse_service_ps(_read("ps-12-tasks-running-pending.jsonl"))
     assert _by_slot(records) == {0: (st.COMPLETED, 0), 1: (st.RUNNING, None), 2: (st.PENDING, None),

@@ -8,7 +8,8 @@
 #   image    dockerd, then the job image (the Kubernetes testbed's jobs run it too). Idempotent.
 #   start    dockerd, then `docker swarm init --advertise-addr 127.0.0.1`, import the job image and
 #            run a smoke replicated-job service (3 tasks) until every task is Complete. Idempotent:
-#            about a second when already up.
+#            about a second when already up. Also makes the attachable overlay network $NETWORK
+#            (hpcjobs-testbed-net) that the tasks of a multi-node job share.
 #   stop     remove the services hpcjobs made (label hpcjobs.tag), leave the swarm, stop the dockerd
 #            this script started (by its recorded PID). A daemon it did not start is left alone.
 #   status   the swarm node and the image; exit 0 when healthy, else 1
@@ -27,6 +28,8 @@ readonly PIDFILE=$STATE/dockerd.pid
 readonly SOCKET=/var/run/docker.sock
 readonly IMAGE=${HPCJOBS_SWARM_IMAGE:-hpcjobs-testbed/hostfs:1}
 readonly TIMEOUT=${TESTBED_TIMEOUT:-90}
+# The attachable overlay network the tasks of a distributed (multi-node) job share (tests/sites/swarm-dist.yaml)
+readonly NETWORK=${HPCJOBS_SWARM_NETWORK:-hpcjobs-testbed-net}
 export DEBIAN_FRONTEND=noninteractive
 # Debian's client first: it matches the daemon (a newer client on PATH also works, it negotiates the API)
 DOCKER=/usr/bin/docker
@@ -136,10 +139,18 @@ smoke() {
     log "smoke replicated job: 3/3 tasks complete ($out)"
 }
 
+ensure_network() {  # the attachable overlay network, made once
+    if ! "$DOCKER" network inspect "$NETWORK" >/dev/null 2>&1; then
+        "$DOCKER" network create --driver overlay --attachable "$NETWORK" >/dev/null || die "cannot create network $NETWORK"
+        log "overlay network $NETWORK created"
+    fi
+}
+
 start() {
     need_root start
     if daemon_up && swarm_active && "$DOCKER" image inspect "$IMAGE" >/dev/null 2>&1 && [[ -f $STATE/.smoke-ok ]]; then
-        log "already up: swarm node $("$DOCKER" info --format '{{.Swarm.NodeID}}'), image $IMAGE"
+        ensure_network
+        log "already up: swarm node $("$DOCKER" info --format '{{.Swarm.NodeID}}'), image $IMAGE, network $NETWORK"
         return 0
     fi
     start_dockerd
@@ -148,6 +159,7 @@ start() {
         log "swarm initialised (node $("$DOCKER" info --format '{{.Swarm.NodeID}}'))"
     fi
     import_image
+    ensure_network
     smoke
     touch "$STATE/.smoke-ok"
     log "up: Docker $("$DOCKER" version --format '{{.Server.Version}}'), swarm manager 127.0.0.1, image $IMAGE"
