@@ -127,3 +127,39 @@ def test_a_failed_rank_fails_the_job_although_swarm_started_its_slot_again() -> 
     [rec] = fmt.parse_service_ps((DATA / "ps-2-node-rank1-failed.jsonl").read_text())
     assert (rec.job_id, rec.state, rec.exit_code) == (FAILED_JOB, st.FAILED, 5)
     assert rec.state_raw == "rank 1 of 2: Failed"
+
+
+# ---------------------------------------------------------------- the rendezvous, run in bash
+
+
+def _rendezvous(tmp_path: Path) -> Path:
+    """The rendered rendezvous block of the 2-node golden script, as a script that prints what it exported."""
+    text = (GOLDEN / "plain.sh").read_text()
+    block = text[text.index("# >>> hpcjobs container rendezvous"):text.index("# <<< hpcjobs container rendezvous")]
+    path = tmp_path / "job.sh"
+    path.write_text("set -eo pipefail\n" + block +
+                    'echo "$RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT|$HPCJOBS_HOST_LIST|$HPCJOBS_LOCAL_ADDR"\n')
+    return path
+
+
+def test_two_ranks_find_each_other(tmp_path: Path) -> None:
+    script = _rendezvous(tmp_path)
+    env = {"PATH": "/usr/bin:/bin", "HPCJOBS_JOB_ID": "svc", "HPCJOBS_RDZV_TIMEOUT": "20"}
+    procs = [subprocess.Popen(["bash", str(script)], env={**env, "HPCJOBS_TASK_INDEX": str(rank),
+                                                          "HPCJOBS_POD_IP": f"10.9.0.{rank + 5}"},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank in (1, 0)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert outs[0][0] == "1 2 10.9.0.5 29500|10.9.0.5 10.9.0.6|10.9.0.6\n"
+    assert outs[1][0] == "0 2 10.9.0.5 29500|10.9.0.5 10.9.0.6|10.9.0.5\n"
+    assert sorted(p.name for p in (tmp_path / "job.sh.rdzv-svc").iterdir()) == ["host-0", "host-1"]
+
+
+def test_a_rank_alone_stops_after_the_bounded_wait(tmp_path: Path) -> None:
+    script = _rendezvous(tmp_path)
+    res = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60, check=False,
+                         env={"PATH": "/usr/bin:/bin", "HPCJOBS_JOB_ID": "svc", "HPCJOBS_RDZV_TIMEOUT": "1",
+                              "HPCJOBS_TASK_INDEX": "1", "HPCJOBS_POD_IP": "10.9.0.6"})
+    assert res.returncode == 3
+    assert "rank 1: only 1 of 2 ranks wrote their address" in res.stderr and "within 1 s" in res.stderr
