@@ -62,3 +62,9 @@ def rank_reports(stdout: str) -> dict[int, float]:
         report = json.loads(text)
         out[int(report["rank"])] = float(report["allreduce"])
     return out
+
+
+#: A 2-node job whose rank 1 exits 5 (no launcher: the script exports RANK and the rest).
+FAILING = ("name: dfail\nresources: {nodes: 2, cpus_per_task: 1, memory: 256M, walltime: 3m}\n"
+           "command: |\n  echo \"rank $RANK of $WORLD_SIZE master $MASTER_ADDR:$MASTER_PORT\"\n"
+           "  if [ \"$RANK\" = 1 ]; then exit 5; fi\n  sleep 2\n")
