@@ -80,7 +80,9 @@ def swarm_directives(job: ResolvedJob) -> list[Directive]:
     if job.array is not None and (job.array.start != 0 or job.array.step != 1):
         raise ConfigError(ConfigProblem(f"a Swarm job's tasks are numbered 0..N-1; array {job.array.start}-"
                                         f"{job.array.end}:{job.array.step} cannot be run as one", key="array"))
-    limits = [t for t in (job.array.throttle if job.array else None, settings.max_parallel) if t]
+    # the tasks of a multi-node job all run at once, whatever max_parallel says
+    throttles = (job.array.throttle if job.array else None, settings.max_parallel)
+    limits = [] if job.nodes > 1 else [t for t in throttles if t]
     d: list[Directive] = [
         ("mode", "--mode=replicated-job"),
         ("replicas", f"--replicas={tasks}"),

@@ -109,3 +109,12 @@ def test_a_failed_rank_fails_the_job() -> None:
     [rec] = fmt.parse_get((DATA / "get-jobs-pods-2-node-rank1-failed.json").read_text())
     assert (rec.job_id, rec.state, rec.exit_code) == ("default/dfail-1a6de759-0-2n-3a40e72d7c923cd1", st.FAILED, 5)
     assert rec.state_raw == "rank 1 of 2: BackoffLimitExceeded"
+
+
+def test_every_pod_runs_at_once_whatever_max_parallel_says(tmp_path: Path) -> None:
+    site = tmp_path / "one-at-a-time.yaml"
+    site.write_text(Path(SITE).read_text() + "  max_parallel: 1\n")
+    exp = tmp_path / "e.yaml"
+    exp.write_text("name: p\nresources: {nodes: 2, cpus_per_task: 1}\ncommand: 'true'\n")
+    script = render_experiment(exp, site=str(site)).text
+    assert "#K8S tasks=2\n" in script and "#K8S parallel=2\n" in script and "#K8S nodes=2\n" in script

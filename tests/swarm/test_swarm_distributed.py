@@ -163,3 +163,10 @@ def test_a_rank_alone_stops_after_the_bounded_wait(tmp_path: Path) -> None:
                               "HPCJOBS_TASK_INDEX": "1", "HPCJOBS_POD_IP": "10.9.0.6"})
     assert res.returncode == 3
     assert "rank 1: only 1 of 2 ranks wrote their address" in res.stderr and "within 1 s" in res.stderr
+
+
+def test_every_task_runs_at_once_whatever_max_parallel_says(tmp_path: Path) -> None:
+    site = tmp_path / "one-at-a-time.yaml"
+    site.write_text(Path(SITE).read_text().replace("max_parallel: 4", "max_parallel: 1"))
+    script = _render(tmp_path, PLAIN, site=str(site))
+    assert "#SWARM --replicas=2\n" in script and "#SWARM --max-concurrent=2\n" in script
