@@ -95,8 +95,8 @@ def swarm_directives(job: ResolvedJob) -> list[Directive]:
     if job.nodes == 1:
         d.append(("reserve-cpu", f"--reserve-cpu={cpus}"))
     # else no CPU reservation: Docker 20.10 rejected every task of a job that reserved CPUs and joined an
-    # overlay network ("assigned node no longer meets constraints", seen on the testbed, even at 0.1 CPU);
-    # the limit and the memory reservation stay
+    # overlay network ("assigned node no longer meets constraints", seen on the testbed, even at 0.1 CPU,
+    # with one task or two); the limit and the memory reservation stay
     if settings.limit_resources:
         d.append(("limit-cpu", f"--limit-cpu={cpus}"))
     if job.memory_per_node is not None:

@@ -170,3 +170,10 @@ def test_every_task_runs_at_once_whatever_max_parallel_says(tmp_path: Path) -> N
     site.write_text(Path(SITE).read_text().replace("max_parallel: 4", "max_parallel: 1"))
     script = _render(tmp_path, PLAIN, site=str(site))
     assert "#SWARM --replicas=2\n" in script and "#SWARM --max-concurrent=2\n" in script
+
+
+def test_only_multi_node_jobs_reserve_no_cpus(tmp_path: Path) -> None:
+    one = "name: one\nresources: {cpus_per_task: 1}\ncommand: 'true'\n"
+    assert "#SWARM --reserve-cpu=1\n" in _render(tmp_path, one)
+    two = _render(tmp_path, PLAIN)
+    assert "--reserve-cpu" not in two and "#SWARM --limit-cpu=1\n" in two
