@@ -159,3 +159,18 @@ def format_walltime_pbs(seconds: int) -> str:
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
     return f"{h:02d}:{m:02d}:{s:02d}"
+
+
+def format_duration_short(seconds: float | None) -> str:
+    """``25s``, ``12m``, ``1h05m``, ``2d03h`` (``-`` for none); a sign for a negative difference."""
+    if seconds is None:
+        return "-"
+    sign = "-" if seconds < 0 else ""
+    s = round(abs(seconds))
+    if s < 60:
+        return f"{sign}{s}s"
+    if s < 3600:
+        return f"{sign}{s // 60}m"
+    if s < 86400:
+        return f"{sign}{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{sign}{s // 86400}d{s % 86400 // 3600:02d}h"

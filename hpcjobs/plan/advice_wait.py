@@ -31,6 +31,7 @@ import pandas as pd
 
 from hpcjobs.errors import HpcJobsError
 from hpcjobs.plan.history import similar_wait
+from hpcjobs.units import format_duration_short as duration_text
 
 if TYPE_CHECKING:
     from hpcjobs.accounting.reports.advise import Advice
@@ -151,21 +152,6 @@ class WaitComparison:
             out[f"wait_diff_{stat}"] = self.difference("similar", stat)
             out[f"class_diff_{stat}"] = self.difference("in_class", stat)
         return out
-
-
-def duration_text(seconds: float | None) -> str:
-    """``25s``, ``12m``, ``1h05m``, ``2d03h`` (``-`` for none); a sign for a negative difference."""
-    if seconds is None:
-        return "-"
-    sign = "-" if seconds < 0 else ""
-    s = round(abs(seconds))
-    if s < 60:
-        return f"{sign}{s}s"
-    if s < 3600:
-        return f"{sign}{s // 60}m"
-    if s < 86400:
-        return f"{sign}{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{sign}{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
 def _figures(waits: np.ndarray, min_jobs: int) -> WaitFigures:

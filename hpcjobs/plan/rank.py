@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from hpcjobs.units import format_duration_short
+
 
 @dataclass(frozen=True)
 class PlanRow:
@@ -98,7 +100,7 @@ def recommend(rows: Sequence[PlanRow], now: datetime) -> tuple[PlanRow | None, s
     (key, best), rest = ranked[0], ranked[1:]
     where = f"{len(ranked)} partition{'s' if len(ranked) != 1 else ''} where it fits"
     if math.isfinite(key[0]):
-        when = "now" if key[0] == 0 else f"in {_minutes(key[0] * 60)}"
+        when = "now" if key[0] == 0 else f"in {format_duration_short(key[0] * 60)}"
         reason = f"expected to start {when} (sbatch --test-only), the earliest of {where}"
     else:
         reason = f"no start estimate; chosen among {where} by historical wait and cost"
@@ -108,11 +110,11 @@ def recommend(rows: Sequence[PlanRow], now: datetime) -> tuple[PlanRow | None, s
     if tied or not math.isfinite(key[0]):
         same_wait = [r for k, r in rest if k[:2] == key[:2]]
         if math.isfinite(key[1]):
-            reason += f"; median wait of {best.wait_jobs} similar jobs {_minutes(key[1])}"
+            reason += f"; median wait of {best.wait_jobs} similar jobs {format_duration_short(key[1])}"
             if not same_wait:
                 other = min((k[1] for k, r in rest if k[0] == key[0]), default=math.inf)
                 if math.isfinite(other):
-                    reason += f" (next best {_minutes(other)})"
+                    reason += f" (next best {format_duration_short(other)})"
         else:
             reason += "; no history of similar jobs"
         if same_wait:
@@ -125,12 +127,3 @@ def recommend(rows: Sequence[PlanRow], now: datetime) -> tuple[PlanRow | None, s
     return best, reason
 
 
-def _minutes(seconds: float) -> str:
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
