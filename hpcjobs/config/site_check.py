@@ -37,9 +37,9 @@ def bash_syntax_error(text: str) -> str | None:
     Raises:
         CommandError: bash could not be started.
     """
-    from hpcjobs.process import run_command
+    from hpcjobs import process
 
-    result = run_command(["bash", "-n"], input=text, timeout=BASH_CHECK_TIMEOUT_S, check=False)
+    result = process.run_command(["bash", "-n"], input=text, timeout=BASH_CHECK_TIMEOUT_S, check=False)
     if result.returncode == 0:
         return None
     return (result.stderr.strip() or f"bash -n exited with code {result.returncode}").replace("bash: ", "")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import hpcjobs.process
 from hpcjobs.accounting import cache as cache_mod
 from hpcjobs.accounting.cache import WindowCache, default_cache_dir, window_key
 from hpcjobs.accounting.sources import slurm as acct
@@ -96,7 +97,7 @@ def test_range_filter_and_no_cache(tmp_path: Path) -> None:
 
 def test_monkeypatched_run_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     fake = FakeSacct()
-    monkeypatch.setattr(acct, "run_command", fake)
+    monkeypatch.setattr(hpcjobs.process, "run_command", fake)  # the one seam, patched after the import
     monkeypatch.setenv("HPCJOBS_CACHE_DIR", str(tmp_path))
     start = datetime(2026, 12, 1, tzinfo=UTC)
     acct.query_sacct(start, start + timedelta(days=2), window=timedelta(hours=12), now=NOW)

@@ -29,10 +29,10 @@ from typing import Any
 import pandas as pd
 
 import hpcjobs.schedulers  # noqa: F401  (before the PBS row helpers: see hpcjobs.accounting.report_source)
+from hpcjobs import process
 from hpcjobs.accounting.sources.pbs import rows_to_frame
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 from hpcjobs.formats import kubernetes as fmt
-from hpcjobs.process import run_command
 from hpcjobs.states import parse_job_tag
 
 _QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
@@ -173,7 +173,7 @@ def query_kubernetes(timeout: float = 120.0) -> pd.DataFrame:
         CommandError: kubectl failed (its argv, exit code and stderr attached).
     """
     argv = ["kubectl", "get", "jobs,pods", "--all-namespaces", "-l", fmt.CHUNK_LABEL, "-o", "json"]
-    result = run_command(argv, timeout=timeout)
+    result = process.run_command(argv, timeout=timeout)
     return read_kubectl_json(result.stdout, "kubectl get jobs,pods")
 
 

@@ -31,6 +31,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pandas as pd
 
+from hpcjobs import process
 from hpcjobs.accounting.cache import WindowCache, window_key
 from hpcjobs.accounting.sacct.columns import COLUMN_GROUPS, assemble_frame
 from hpcjobs.accounting.sacct.read import read_columns
@@ -39,7 +40,7 @@ from hpcjobs.accounting.schema import conform, empty_frame
 from hpcjobs.accounting.skipped import attach
 from hpcjobs.accounting.sources.slurm_json import read_sacct_json
 from hpcjobs.errors import SchedulerOutputError, reading_output_of
-from hpcjobs.process import CommandResult, output_limits, run_command
+from hpcjobs.process import CommandResult, output_limits
 
 __all__ = ["SACCT_ACCOUNTING_FIELDS", "SACCT_QUERY_FIELDS", "query_sacct", "read_sacct_json", "read_sacct_parsable2",
            "sacct_accounting_argv"]
@@ -251,7 +252,7 @@ def query_sacct(
         CommandError: sacct failed. CommandTimeout: sacct ran past ``timeout``.
         SchedulerOutputError: sacct printed something unreadable.
     """
-    run = runner or run_command
+    run = runner or process.run_command  # looked up at each call: the process seam tests replace
     now_ = _aware(now or datetime.now(timezone.utc))
     start_, end_ = _aware(start), _aware(end or now_)
     store = WindowCache() if cache is True else (cache or None)

@@ -32,11 +32,11 @@ from typing import Any
 import pandas as pd
 
 import hpcjobs.schedulers  # noqa: F401  (before the PBS row helpers: see hpcjobs.accounting.report_source)
+from hpcjobs import process
 from hpcjobs import states as st
 from hpcjobs.accounting.sources.pbs import rows_to_frame
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.formats import swarm as fmt
-from hpcjobs.process import run_command
 from hpcjobs.states import parse_job_tag
 
 #: Folder of a sweep where hpcjobs saves the records of the services it removed.
@@ -202,18 +202,18 @@ def query_swarm(sweep_folder: str | Path | None = None, timeout: float = 120.0) 
         CommandError: docker failed (its argv, exit code and stderr attached).
     """
     objects: list[Mapping[str, Any]] = saved_records(sweep_folder) if sweep_folder is not None else []
-    names = run_command(["docker", "service", "ls", "--filter", "label=hpcjobs.tag", "--format", "{{.Name}}"],
+    names = process.run_command(["docker", "service", "ls", "--filter", "label=hpcjobs.tag", "--format", "{{.Name}}"],
                         timeout=timeout).stdout.split()
     if names:
-        task_ids = run_command(["docker", "service", "ps", "--no-trunc", "--quiet", *names], timeout=timeout,
+        task_ids = process.run_command(["docker", "service", "ps", "--no-trunc", "--quiet", *names], timeout=timeout,
                                check=False).stdout.split()
-        found = _objects(_loads(run_command(["docker", "inspect", *names, *task_ids], timeout=timeout,
+        found = _objects(_loads(process.run_command(["docker", "inspect", *names, *task_ids], timeout=timeout,
                                             check=False).stdout))
         cids = [str(((o.get("Status") or {}).get("ContainerStatus") or {}).get("ContainerID", "")) for o in found
                 if "ServiceID" in o]
         cids = [c for c in cids if c]
         if cids:
-            found += _objects(_loads(run_command(["docker", "inspect", "--type", "container", *cids],
+            found += _objects(_loads(process.run_command(["docker", "inspect", "--type", "container", *cids],
                                                  timeout=timeout, check=False).stdout))
         objects += found
     return rows_to_frame(swarm_rows(objects))
