@@ -7,7 +7,7 @@
 # Usage (as root):  bash tests/kubernetes/testbed.sh {start|stop|status|build}
 #
 #   build    install the four server binaries in $STATE/bin: from a cached build when there is one, else
-#            built from Debian's source package (about 16 min on 2 cores), then cached
+#            built from Debian's source package (16-20 min on 2 cores, a line a minute), then cached
 #   start    build if needed, the Docker daemon and job image (tests/swarm/testbed.sh image), the pause
 #            image, then etcd, the API server, the controller manager, the scheduler and the kubelet;
 #            waits until the node is Ready and a smoke Job of 2 pods completed. Idempotent: about a
@@ -45,15 +45,8 @@ elapsed() { local now=${EPOCHREALTIME/[.,]/}; printf '%d.%d' $(( (now - T0) / 10
 log() { printf '[k8s-testbed %6ss] %s\n' "$(elapsed)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 need_root() { [[ $(id -u) -eq 0 ]] || die "must run as root (sudo bash $0 $1)"; }
-
-apt_need() {  # apt_need PACKAGE...: install the packages that are missing
-    local missing=() p
-    for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-    ((${#missing[@]})) || return 0
-    log "apt-get install ${missing[*]}"
-    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 \
-        || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }
-}
+# shellcheck source=tests/testbed_lib.sh
+. "$HERE/../testbed_lib.sh"
 
 wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
     local limit=$1 what=$2; shift 2
@@ -73,31 +66,51 @@ cached_bins() {  # prints the first tarball of the binaries that exists
     return 1
 }
 
+fetch_source() {  # the orig tarball of Debian's source package, unpacked in the current folder
+    apt-get source --download-only kubernetes >/dev/null
+    tar xzf kubernetes_*really${K8S_VERSION}.orig.tar.gz
+}
+
+heartbeat() {  # heartbeat PID LOG EXPECTED_S: one line a minute while PID runs (a long build is not a hang)
+    local pid=$1 file=$2 expected=$3 t0=$SECONDS
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 60 & wait $! || true
+        kill -0 "$pid" 2>/dev/null || break
+        log "still building: $(( (SECONDS - t0) / 60 )) of about $(( expected / 60 )) min; last line: $(tail -n 1 "$file" 2>/dev/null | cut -c1-100)"
+    done
+}
+
 build_from_source() {
     # Debian's source package; its vendored reflect2 1.0.1 crashes the API server when built with Go >= 1.18
     # (fatal error: fault ... mapiternext, at the first CustomResourceDefinition): use Debian's reflect2 1.0.2.
-    local src=/var/tmp/hpcjobs-k8s-src
-    grep -rqs '^deb-src .*bookworm' /etc/apt/sources.list /etc/apt/sources.list.d/ \
-        || { echo 'deb-src http://deb.debian.org/debian bookworm main' >/etc/apt/sources.list.d/hpcjobs-deb-src.list
-             apt-get update -q >/dev/null; }
+    local src=/var/tmp/hpcjobs-k8s-src t0=$SECONDS
+    log "no cached build: building Kubernetes $K8S_VERSION from Debian's source package (measured 16-20 min on 2 cores)"
     apt_need golang-go rsync golang-github-modern-go-reflect2-dev dpkg-dev
     mkdir -p "$src" && cd "$src"
-    [[ -d kubernetes-$K8S_VERSION ]] || {
+    if [[ ! -d kubernetes-$K8S_VERSION ]]; then
         log "apt-get source kubernetes"
-        apt-get source --download-only kubernetes >/dev/null
-        tar xzf kubernetes_*really${K8S_VERSION}.orig.tar.gz
-    }
+        with_deb_src fetch_source
+    fi
     cd "kubernetes-$K8S_VERSION"
     rm -rf vendor/github.com/modern-go/reflect2
     cp -r /usr/share/gocode/src/github.com/modern-go/reflect2 vendor/github.com/modern-go/reflect2
-    log "make kube-apiserver kube-controller-manager kube-scheduler kubelet (about 16 min on 2 cores)"
+    log "make kube-apiserver kube-controller-manager kube-scheduler kubelet (log: $src/make.log)"
     HOME=$src/home GOCACHE=$src/gocache KUBE_GIT_VERSION=v$K8S_VERSION KUBE_GIT_TREE_STATE=clean \
         make WHAT="cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubelet" GOLDFLAGS="-s -w" \
-        >"$src/make.log" 2>&1 || { tail -30 "$src/make.log" >&2; die "the build failed (see $src/make.log)"; }
+        >"$src/make.log" 2>&1 &
+    local make_pid=$! rc=0
+    heartbeat "$make_pid" "$src/make.log" 1100 &
+    local beat_pid=$!
+    wait "$make_pid" || rc=$?
+    kill "$beat_pid" 2>/dev/null || true
+    wait "$beat_pid" 2>/dev/null || true
+    (( rc == 0 )) || { tail -30 "$src/make.log" >&2; die "the build failed (see $src/make.log)"; }
     mkdir -p "$CACHE_DIR"
     tar -C _output/bin -cJf "$CACHE.tmp" kube-apiserver kube-controller-manager kube-scheduler kubelet
     mv "$CACHE.tmp" "$CACHE"
-    log "cached the build in $CACHE"
+    log "built in $(( (SECONDS - t0) / 60 )) min $(( (SECONDS - t0) % 60 )) s; cached in $CACHE"
+    # the source tree and Go's build cache (several GB) are not needed again: the cache above is
+    cd / && rm -rf "$src"
 }
 
 build() {

@@ -45,23 +45,36 @@ readonly BUILD_DEPS=(gcc g++ make libtool autoconf automake pkg-config libhwloc-
 readonly RUN_DEPS=(expat libedit2 postgresql postgresql-contrib python3 sudo tcl tk libical3 libcjson1
     iproute2 libhwloc15)
 export DEBIAN_FRONTEND=noninteractive
-# PBS's own clients first: slurm-wlm-torque ships /usr/bin/qsub, qstat and pbsnodes that are Slurm's.
+# PBS's own clients first for the programs this script starts (pbs_postinstall, the init script).
 export PATH=$PBS_EXEC/bin:$PBS_EXEC/sbin:$PATH
+
+# PBS's own clients, always by full path, never looked up: slurm-wlm-torque ships /usr/bin/qsub, qstat
+# and pbsnodes that are Slurm's, and bash remembers (hashes) the first qstat it finds. A lookup made
+# before /opt/pbs exists would keep running Slurm's wrapper after the build.
+qstat() { "$PBS_EXEC/bin/qstat" "$@"; }
+qmgr() { "$PBS_EXEC/bin/qmgr" "$@"; }
+qdel() { "$PBS_EXEC/bin/qdel" "$@"; }
+qselect() { "$PBS_EXEC/bin/qselect" "$@"; }
+pbsnodes() { "$PBS_EXEC/bin/pbsnodes" "$@"; }
 
 T0=${EPOCHREALTIME/[.,]/}
 elapsed() { local now=${EPOCHREALTIME/[.,]/}; printf '%d.%d' $(( (now - T0) / 1000000 )) $(( (now - T0) / 100000 % 10 )); }
 log() { printf '[pbs-testbed %6ss] %s\n' "$(elapsed)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 need_root() { [[ $(id -u) -eq 0 ]] || die "must run as root (sudo bash $0 $1)"; }
+# shellcheck source=tests/testbed_lib.sh
+. "$HERE/../testbed_lib.sh"
 
-apt_need() {  # apt_need PACKAGE...: install the packages that are missing
-    local missing=() p
-    for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-    ((${#missing[@]})) || return 0
-    log "apt-get install ${missing[*]}"
-    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 \
-        || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }
+STARTED_HERE=0
+on_exit() {  # a start that fails stops the daemons it started: no half-configured server is left running
+    local rc=$?
+    if (( rc != 0 && STARTED_HERE )); then
+        log "start failed (exit $rc): stopping the PBS daemons it started"
+        /etc/init.d/pbs stop >/dev/null 2>&1 || true
+    fi
+    return "$rc"
 }
+trap on_exit EXIT
 
 cached_build() {  # prints the first tarball of /opt/pbs that exists
     local c
@@ -101,6 +114,7 @@ build() {
         mkdir -p "$PBS_CACHE_DIR"
         tar -C / -czf "$CACHE_TGZ.tmp" opt/pbs && mv "$CACHE_TGZ.tmp" "$CACHE_TGZ"
         log "cached the build in $CACHE_TGZ"
+        hash -r
     fi
     chmod 4755 "$PBS_EXEC/sbin/pbs_iff" "$PBS_EXEC/sbin/pbs_rcp"
 }
@@ -113,8 +127,10 @@ fix_hostname() {  # PBS ignores loopback addresses: the hostname must resolve to
     [[ -n $ip ]] || ip=$(ip -4 -o addr show scope global | awk '{split($4,a,"/"); print a[1]; exit}')
     [[ -n $ip ]] || die "no non-loopback IPv4 address: PBS cannot start"
     log "adding '$ip $h' to /etc/hosts"
-    echo "$ip $h" >>/etc/hosts
+    hosts_add "$ip" "$h"
 }
+
+node_reported() { local nodes; nodes=$(pbsnodes -a 2>/dev/null) && grep -q 'state = free' <<<"$nodes" && grep -q resources_available.ncpus <<<"$nodes"; }
 
 healthy() {
     qstat -B >/dev/null 2>&1 && pbsnodes -a 2>/dev/null | grep -q 'state = free'
@@ -189,12 +205,13 @@ start() {
     sed -i 's/^PBS_START_MOM=0/PBS_START_MOM=1/' /etc/pbs.conf
     if ! qstat -B >/dev/null 2>&1; then
         log "starting PBS (the first start creates the postgres datastore)"
+        STARTED_HERE=1
         /etc/init.d/pbs start >"${TMPDIR:-/tmp}/pbs-start.log" 2>&1 || { cat "${TMPDIR:-/tmp}/pbs-start.log" >&2; die "pbs start failed"; }
     fi
     # the first start creates the datastore: 15 s on an idle machine, 100 s seen under load
     wait_for 300 "server answers" qstat -B || die "pbs_server does not answer (see /var/spool/pbs/server_logs)"
     configure_server
-    wait_for "$TIMEOUT" "node free" bash -c "pbsnodes -a | grep -q 'state = free' && pbsnodes -a | grep -q resources_available.ncpus" \
+    wait_for "$TIMEOUT" "node free" node_reported \
         || die "the mom never reported in: $(pbsnodes -a 2>&1 | head -5)"
     smoke
     touch "$PBS_HOME/.hpcjobs-configured"

@@ -42,6 +42,8 @@ log() { printf '[testbed %6ss] %s\n' "$(elapsed)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 need_root() { [[ $(id -u) -eq 0 ]] || die "must run as root (sudo bash $0 $*)"; }
+# shellcheck source=tests/testbed_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../testbed_lib.sh"
 
 # --------------------------------------------------------------------------- processes by PID
 
@@ -133,13 +135,7 @@ cmd_install() {
     fi
     # shellcheck disable=SC2064
     trap "[[ $made_policy == 1 ]] && rm -f $policy" EXIT
-    export DEBIAN_FRONTEND=noninteractive
-    local apt=(apt-get install -y -q --no-install-recommends "${PACKAGES[@]}")
-    if ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null || ! "${apt[@]}"; then
-        log "apt-get install failed or package lists empty: running apt-get update"
-        apt-get update -q
-        "${apt[@]}"
-    fi
+    apt_need "${PACKAGES[@]}"
     [[ $made_policy == 1 ]] && rm -f "$policy"
     trap - EXIT
     packages_installed || die "packages still missing after apt-get install"
@@ -269,7 +265,7 @@ write_configs() {
     local host changed=0
     host=$(host_short)
     if ! getent hosts "$host" >/dev/null; then
-        echo "127.0.0.1 $host" >>/etc/hosts
+        hosts_add 127.0.0.1 "$host"
         log "added $host to /etc/hosts"
     fi
     mkdir -p "$SLURM_ETC/plugstack.conf.d" "$GPU_DIR"

@@ -40,14 +40,8 @@ log() { printf '[swarm-testbed %5ss] %s\n' "$(elapsed)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 need_root() { [[ $(id -u) -eq 0 ]] || die "must run as root (sudo bash $0 $1)"; }
 
-apt_need() {  # apt_need PACKAGE...: install the packages that are missing
-    local missing=() p
-    for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-    ((${#missing[@]})) || return 0
-    log "apt-get install ${missing[*]}"
-    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 \
-        || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }
-}
+# shellcheck source=tests/testbed_lib.sh
+. "$HERE/../testbed_lib.sh"
 
 daemon_up() { "$DOCKER" info --format '{{.ServerVersion}}' >/dev/null 2>&1; }
 ours() { [[ -f $PIDFILE ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
