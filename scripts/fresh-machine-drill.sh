@@ -12,9 +12,10 @@
 #
 # What is purged (everything the testbed scripts install, build or write, and nothing the image had):
 #   - the testbeds' daemons (each script's `stop`, then any leftover process of theirs by name)
-#   - Debian packages: Slurm, munge and MariaDB; docker.io with containerd and runc; etcd, Go and the
-#     Kubernetes client; the OpenPBS build's -dev libraries; shellcheck and chromium; then their
-#     automatically installed dependencies (apt-get autoremove --purge)
+#   - Debian packages: those the testbeds' apt_need recorded installing in
+#     /var/lib/hpcjobs-testbed-packages.txt, and those only a testbed installs (Slurm, munge, MariaDB,
+#     docker.io, etcd, Go, the Kubernetes client, shellcheck, chromium); then what apt installed with them
+#     (apt-get autoremove --purge). A package the machine had before a testbed ran stays.
 #   - state: /etc/slurm, /etc/munge, MariaDB's data, /opt/pbs, /var/spool/pbs, /etc/pbs.conf, the PBS
 #     init script and user, /var/lib/hpcjobs-testbed (Swarm's Docker data root, Kubernetes' binaries and
 #     state), /var/log/hpcjobs-testbed, /var/cache/hpcjobs (the build caches), the source trees of
@@ -50,18 +51,17 @@ export DEBIAN_FRONTEND=noninteractive
 
 readonly TESTBED_DIR=/var/lib/hpcjobs-testbed
 readonly HOSTS_TAG="# added by the hpcjobs testbed"   # tests/testbed_lib.sh tags its /etc/hosts lines so
-readonly PACKAGES=(
+readonly APT_RECORD=/var/lib/hpcjobs-testbed-packages.txt  # what tests/testbed_lib.sh's apt_need installed
+# and what only a testbed or scripts/test.sh installs (a fresh Debian image has none of them): purged even
+# without a record. Build dependencies that an image may carry (compilers, -dev libraries) are purged only
+# when the record says a testbed installed them.
+readonly TESTBED_ONLY=(
     slurm-wlm slurm-wlm-basic-plugins slurm-wlm-torque slurmctld slurmd slurmdbd slurm-client sview
-    munge libmunge2 mariadb-server mariadb-client mariadb-common galera-4
+    munge libmunge2 mariadb-server mariadb-client galera-4
     docker.io containerd runc tini busybox-static
-    etcd-server etcd-client golang-go golang-src golang-1.19 golang-1.19-go golang-1.19-src
-    golang-github-modern-go-reflect2-dev kubernetes-client conntrack
-    autoconf automake libtool libhwloc-dev libx11-dev libxt-dev libedit-dev libical-dev libncurses-dev
-    postgresql-server-dev-all tcl-dev tk-dev swig libexpat1-dev libxext-dev libxft-dev libcjson-dev
-    libcjson1 libical3 libhwloc15
-    shellcheck chromium chromium-common
+    etcd-server etcd-client golang-go golang-1.19-go golang-github-modern-go-reflect2-dev
+    kubernetes-client conntrack shellcheck chromium
 )
-
 stop_testbeds() {
     local tb
     for tb in kubernetes swarm pbs slurm; do
@@ -82,15 +82,18 @@ stop_testbeds() {
 readonly PBS_DATASTORE=/var/spool/pbs/datastore
 
 unmount_under() {  # unmount everything mounted under the given folders, deepest first
-    local m
-    awk '{print $2}' /proc/mounts | while read -r m; do
-        for d in "$@"; do [[ $m == "$d" || $m == "$d"/* ]] && { echo "$m"; break; }; done
-    done | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+    local dirs m
+    dirs=$(printf '%s\n' "$@")
+    awk -v dirs="$dirs" 'BEGIN { n = split(dirs, d, "\n") }
+        { for (i = 1; i <= n; i++) if ($2 == d[i] || index($2, d[i] "/") == 1) { print $2; break } }' /proc/mounts \
+        | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
 }
 
 purge_packages() {
     local present=() p
-    for p in "${PACKAGES[@]}"; do
+    local recorded=()
+    [[ -f $APT_RECORD ]] && mapfile -t recorded < <(sort -u "$APT_RECORD")
+    for p in "${TESTBED_ONLY[@]}" "${recorded[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' && present+=("$p")
     done
     dpkg --configure -a >/dev/null 2>&1 || true
@@ -98,8 +101,10 @@ purge_packages() {
         log "apt-get purge ${present[*]}"
         apt-get purge -y -q "${present[@]}" >/dev/null || die "apt-get purge failed"
     fi
+    # what apt installed with them, and only that: autoremove takes no package the machine asked for
     log "apt-get autoremove --purge"
     apt-get autoremove --purge -y -q >/dev/null || die "apt-get autoremove failed"
+    rm -f "$APT_RECORD"
 }
 
 remove_state() {

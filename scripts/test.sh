@@ -17,16 +17,11 @@ log() { printf '\n== %s\n' "$*" >&2; }
 log "installing hpcjobs and its test dependencies"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[test]"
 
-apt_install() {  # apt_install COMMAND PACKAGE: install PACKAGE unless COMMAND is already there
-    command -v "$1" >/dev/null 2>&1 && return 0
-    log "installing $2"
-    apt-get install -y --no-install-recommends "$2" >/dev/null 2>&1 \
-        || { apt-get update >/dev/null && apt-get install -y --no-install-recommends "$2" >/dev/null; }
-}
-
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt_install shellcheck shellcheck        # every golden script must pass it
-    apt_install chromium chromium            # the HTML report is rendered and screenshotted
+    die() { log "ERROR: $*"; exit 1; }
+    # shellcheck source=tests/testbed_lib.sh
+    . tests/testbed_lib.sh                   # apt_need: installs what is missing, never leaves apt broken
+    apt_need shellcheck chromium             # every script must pass shellcheck; the HTML report is screenshotted
     testbeds_t0=$(date +%s)
     log "starting the one-node Slurm testbed"
     start=$(date +%s)

@@ -14,6 +14,9 @@ readonly HPCJOBS_DEB_SRC_SOURCES=$HPCJOBS_APT_ETC/sources.list.d/hpcjobs-deb-src
 readonly HPCJOBS_DEB_SRC_LIST=$HPCJOBS_APT_ETC/sources.list.d/hpcjobs-deb-src.list
 # scripts/test.sh builds Kubernetes while the other testbeds install packages: one apt user at a time
 readonly HPCJOBS_APT_LOCK=/run/lock/hpcjobs-testbed-apt.lock
+# every package apt_need installed (one name a line): the fresh-machine drill purges these and only these,
+# never what the machine had before a testbed ran (kept outside the testbeds' state, which the drill removes)
+readonly HPCJOBS_APT_RECORD=/var/lib/hpcjobs-testbed-packages.txt
 # the tag on every /etc/hosts line a testbed adds, so that the fresh-machine drill can take it out again
 readonly HPCJOBS_HOSTS_TAG="# added by the hpcjobs testbed"
 
@@ -41,6 +44,7 @@ apt_need() {  # apt_need PACKAGE...: install the packages that are missing (apt-
     ((${#missing[@]})) || return 0
     dpkg_recover
     log "apt-get install ${missing[*]}"
+    printf '%s\n' "${missing[@]}" >>"$HPCJOBS_APT_RECORD"  # before: a failed install may leave some in
     if apt_locked apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1; then
         return 0
     fi
