@@ -12,9 +12,11 @@ How a point runs, and why a crash of the runner at any moment is harmless:
 - The runner holds ``local/<point_id>.lock`` (``flock``) before starting a point and hands the
   locked descriptor to it; every process of the point inherits it, so the lock is free exactly
   when no process of that point is left. A point is never started while its lock is held.
-- The runner writes ``local/<token>.<index>.proc`` with the wrapper's pid and its start time
-  (field 22 of ``/proc/<pid>/stat``, see proc(5)); a process group is only ever signalled after
-  that pair matches, so a reused pid is never signalled.
+- The runner writes ``local/<token>.<index>.proc`` with the wrapper's pid, its start time (field 22
+  of ``/proc/<pid>/stat``, see proc(5)), the boot id and a secret it put in the wrapper's
+  environment; a process group is only ever signalled when all of them match and the process leads
+  its group (:mod:`hpcjobs.sweep.local_procs`), so a reused pid, a pid of an earlier boot, pid 1 or
+  a forged record is never signalled.
 - The wrapper asks the kernel for ``SIGTERM`` when the runner dies (``PR_SET_PDEATHSIG``,
   prctl(2)) and forwards it to its process group. ``SIGTERM``/``SIGINT``/``SIGHUP`` to the runner
   are forwarded the same way, its points recorded ``CANCELLED``, and the runner stops.
@@ -35,6 +37,7 @@ import fcntl
 import json
 import os
 import re
+import secrets
 import signal
 import threading
 import time
@@ -51,6 +54,7 @@ from hpcjobs.process import start_process
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.sweep.chunks import Chunk
 from hpcjobs.sweep.ledger import Ledger, PointRecord, SubmitterLock, new_token
+from hpcjobs.sweep.local_procs import PROC_SECRET_VAR, ProcRecord, boot_id, process_start_time
 from hpcjobs.sweep.prepare import PreparedSweep, render_chunk_script, write_chunk_file
 from hpcjobs.sweep.shapes import chunk_job, group_by_shape
 from hpcjobs.sweep.submitter import SubmitReport
@@ -97,43 +101,6 @@ class RunnerInterrupted(HpcJobsError):
 
 
 # ----------------------------------------------------------------------------------------- files
-
-
-def process_start_time(pid: int) -> int | None:
-    """The start time of process ``pid`` (clock ticks after boot, field 22 of ``/proc/<pid>/stat``), or None."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return int(fields[19])  # fields after the command name start at field 3
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-@dataclass(frozen=True)
-class ProcRecord:
-    """A point's process as the runner started it: the wrapper's pid (= its process group) and start time."""
-
-    pid: int
-    start_time: int
-    point_id: str
-
-    def is_alive(self) -> bool:
-        """The recorded process still exists (same pid AND same start time: not a reused pid)."""
-        return process_start_time(self.pid) == self.start_time
-
-    def signal_group(self, sig: int) -> bool:
-        """Send ``sig`` to the process group, only if the recorded process is still the same one.
-
-        Returns:
-            True if the signal was sent.
-        """
-        if not self.is_alive():
-            return False
-        try:
-            os.killpg(self.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
 
 
 class LocalFiles:
@@ -200,15 +167,18 @@ class LocalFiles:
         path = self.proc(token, index)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps({"pid": record.pid, "start_time": record.start_time,
-                                   "point_id": record.point_id}) + "\n", encoding="utf-8")
+                                   "point_id": record.point_id, "boot_id": record.boot,
+                                   "secret": record.secret}) + "\n", encoding="utf-8")
         os.replace(tmp, path)
 
     def read_proc(self, token: str, index: int) -> ProcRecord | None:
         """The recorded process of a task, or None."""
         try:
             d = json.loads(self.proc(token, index).read_text(encoding="utf-8"))
-            return ProcRecord(int(d["pid"]), int(d["start_time"]), str(d["point_id"]))
-        except (OSError, ValueError, KeyError, TypeError):
+            boot, secret = d.get("boot_id"), d.get("secret")
+            return ProcRecord(int(d["pid"]), int(d["start_time"]), str(d["point_id"]),
+                              boot if isinstance(boot, str) else None, secret if isinstance(secret, str) else None)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
     def read_exit(self, token: str, index: int) -> tuple[int, bool] | None:
@@ -387,7 +357,9 @@ class _Run:
                 with contextlib.suppress(FileNotFoundError):
                     stale.unlink()
             try:
-                env = {"HPCJOBS_ARRAY_INDEX": str(index), "HPCJOBS_JOB_ID": f"{self.job_id}_{index}"}
+                secret = secrets.token_hex(16)
+                env = {"HPCJOBS_ARRAY_INDEX": str(index), "HPCJOBS_JOB_ID": f"{self.job_id}_{index}",
+                       PROC_SECRET_VAR: secret}
                 proc = start_process(["bash", "-c", POINT_WRAPPER, "hpcjobs-point", str(self.script), str(exit_file)],
                                      env=env,
                                      cwd=self.prepared.submit_dir, stdout=fhs[0].fileno(), stderr=fhs[1].fileno(),
@@ -401,7 +373,8 @@ class _Run:
             start_time = process_start_time(proc.pid)
             self.running[index] = _Task(index, point_id, proc, fhs)
             if start_time is not None:
-                self.files.write_proc(self.token, index, ProcRecord(proc.pid, start_time, point_id))
+                self.files.write_proc(self.token, index,
+                                      ProcRecord(proc.pid, start_time, point_id, boot_id(), secret))
         self.ledger.record_status([_status(self.job_id, index, states.RUNNING, "running")])
         return True
 

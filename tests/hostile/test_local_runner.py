@@ -186,17 +186,24 @@ def _unrelated_sleep() -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "120"], start_new_session=True)
 
 
-def _forge_reused_pid(sweep_dir: Path, victim: subprocess.Popen[bytes]) -> None:
-    """Point one running task's record at an unrelated process with a different start time (a reused pid)."""
+def _forge_reused_pid(sweep_dir: Path, victim: subprocess.Popen[bytes], how: str = "start time") -> None:
+    """Point one running task's record at an unrelated process, as a reused pid, a record of an earlier boot,
+    a hand-written record or one of an older hpcjobs would (the victim lacks the task's secret)."""
     files = LocalFiles(sweep_dir)
     procs = sorted(files.dir.glob("*.proc"))
     assert procs
     token, index, _ = procs[0].name.split(".")
     rec = files.read_proc(token, int(index))
-    assert rec is not None
+    assert rec is not None and rec.boot and rec.secret
     real_start = process_start_time(victim.pid)
     assert real_start is not None
-    files.write_proc(token, int(index), ProcRecord(victim.pid, real_start - 1, rec.point_id))
+    forged = {
+        "start time": ProcRecord(victim.pid, real_start - 1, rec.point_id, rec.boot, rec.secret),
+        "earlier boot": ProcRecord(victim.pid, real_start, rec.point_id, "0" * 8 + rec.boot[8:], rec.secret),
+        "secret": ProcRecord(victim.pid, real_start, rec.point_id, rec.boot, rec.secret),
+        "older record": ProcRecord(victim.pid, real_start, rec.point_id),
+    }[how]
+    files.write_proc(token, int(index), forged)
 
 
 def _cancel(sweep_dir: Path) -> subprocess.CompletedProcess[bytes]:
@@ -235,7 +242,8 @@ def test_cancel_with_a_live_runner_started_by_a_shell_with_ampersand(tmp_path: P
             kill_sweep_processes(sweep_dir)
 
 
-def test_cancel_after_the_runner_died_signals_only_recorded_processes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("forged", ["start time", "earlier boot", "secret", "older record"])
+def test_cancel_after_the_runner_died_signals_only_recorded_processes(tmp_path: Path, forged: str) -> None:
     exp = write_experiment(tmp_path, (30, 30, 30, 30))
     proc = start_runner(exp, workers=2)
     victim = _unrelated_sleep()
@@ -246,10 +254,10 @@ def test_cancel_after_the_runner_died_signals_only_recorded_processes(tmp_path: 
         proc.kill()
         proc.wait()
         assert wait_until(lambda: not sweep_processes(sweep_dir), timeout=10)
-        _forge_reused_pid(sweep_dir, victim)
+        _forge_reused_pid(sweep_dir, victim, forged)
         done = _cancel(sweep_dir)
         assert done.returncode == 0, done.stderr.decode()
-        assert victim.poll() is None, "a process whose start time did not match was signalled"
+        assert victim.poll() is None, f"a process that did not match the record ({forged}) was signalled"
         points, _ = ledger_view(sweep_dir)
         # nothing is left SUBMITTED or RUNNING: the two that ran and the two that never started are cancelled
         assert {p.state for p in points} == {states.CANCELLED}, [(p.state, p.state_raw) for p in points]

@@ -43,7 +43,7 @@ readonly BUILD_DEPS=(gcc g++ make libtool autoconf automake pkg-config libhwloc-
     libedit-dev libical-dev libncurses-dev perl postgresql-server-dev-all python3-dev tcl-dev tk-dev swig
     libexpat1-dev libssl-dev libxext-dev libxft-dev libcjson-dev)
 readonly RUN_DEPS=(expat libedit2 postgresql postgresql-contrib python3 sudo tcl tk libical3 libcjson1
-    iproute2 libhwloc15)
+    iproute2 libhwloc15 libpython3.11)
 export DEBIAN_FRONTEND=noninteractive
 # PBS's own clients first for the programs this script starts (pbs_postinstall, the init script).
 export PATH=$PBS_EXEC/bin:$PBS_EXEC/sbin:$PATH
@@ -84,6 +84,12 @@ cached_build() {  # prints the first tarball of /opt/pbs that exists
     return 1
 }
 
+failed() {  # failed LOG: show the end of a failed build step; the next start builds in a clean tree
+    tail -40 "$1" >&2
+    cd / && rm -rf "$SRC_DIR"
+    die "the OpenPBS build failed (above: the end of $1); its source tree is removed"
+}
+
 build() {
     need_root build
     if [[ -x $PBS_EXEC/sbin/pbs_server.bin ]]; then
@@ -105,12 +111,14 @@ build() {
         (
             cd "$SRC_DIR"
             [[ -x configure ]] || { log "autogen"; ./autogen.sh >autogen.log 2>&1; }
-            [[ -f Makefile ]] || { log "configure --prefix=$PBS_EXEC"; ./configure --prefix="$PBS_EXEC" >configure.log 2>&1; }
+            # Debian's python3 (its headers come with python3-dev), never a $PYTHON or a python3 earlier in PATH
+            [[ -f Makefile ]] || { log "configure --prefix=$PBS_EXEC"; PYTHON=/usr/bin/python3 ./configure --prefix="$PBS_EXEC" >configure.log 2>&1; }
             log "make -j$JOBS (several minutes)"
-            make -j"$JOBS" >make.log 2>&1 || { tail -40 make.log >&2; exit 1; }
+            make -j"$JOBS" >make.log 2>&1 || failed make.log
             log "make install"
-            make install >install.log 2>&1 || { tail -40 install.log >&2; exit 1; }
+            make install >install.log 2>&1 || failed install.log
         )
+        rm -rf "$SRC_DIR"  # the build is in the cache now
         mkdir -p "$PBS_CACHE_DIR"
         tar -C / -czf "$CACHE_TGZ.tmp" opt/pbs && mv "$CACHE_TGZ.tmp" "$CACHE_TGZ"
         log "cached the build in $CACHE_TGZ"
