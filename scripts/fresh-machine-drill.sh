@@ -48,6 +48,7 @@ die() { log "ERROR: $*"; exit 1; }
 [[ $(id -u) -eq 0 ]] || die "run it as root: it purges system packages (sudo bash $0)"
 command -v apt-get >/dev/null || die "needs a Debian machine (apt-get)"
 export DEBIAN_FRONTEND=noninteractive
+export SUDO_FORCE_REMOVE=yes  # sudo is purged only when a testbed installed it (the machine had none)
 
 readonly TESTBED_DIR=/var/lib/hpcjobs-testbed
 readonly HOSTS_TAG="# added by the hpcjobs testbed"   # tests/testbed_lib.sh tags its /etc/hosts lines so
