@@ -228,6 +228,13 @@ YAML
     kubectl delete job hpcjobs-testbed-smoke --wait=false >/dev/null
 }
 
+start_failed() {
+    (( $1 )) || return 0
+    log "start failed (exit $1): stopping the daemons it launched"
+    stop_daemons
+    remove_pod_containers
+}
+
 start() {
     need_root start
     if healthy && [[ -f $STATE/.smoke-ok ]]; then
@@ -238,6 +245,8 @@ start() {
     deps
     stop_daemons
     remove_pod_containers
+    # from here on, a start that fails stops the daemons it launched: no half-started control plane stays
+    trap 'start_failed $?' EXIT
     rm -rf "$RUN/etcd" "$RUN/kubelet"
     write_config
     local ip
@@ -268,6 +277,7 @@ start() {
     wait_for "$TIMEOUT" "node Ready and untainted, default service account present" healthy \
         || { tail -20 "$LOGDIR/kubelet.log" >&2; die "the node never became Ready"; }
     smoke
+    trap - EXIT
     touch "$STATE/.smoke-ok"
     log "up: Kubernetes $(kubectl version -o json 2>/dev/null | jq -r .serverVersion.gitVersion), KUBECONFIG=$KUBECONFIG"
 }

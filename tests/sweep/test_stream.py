@@ -53,7 +53,10 @@ def test_every_read_is_the_expanded_list(data: dict[str, Any], overrides: list[s
 
 
 values = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False), st.booleans(),
-                   st.none(), st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=8))
+                   st.none(),
+                   # no lone surrogates: a spec refuses them (not valid Unicode text), which other tests hold
+                   st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)),
+                           max_size=8))
 
 
 @settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
