@@ -156,8 +156,11 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
         if meta.scheduler == "slurm" and job_ids:
             from hpcjobs.accounting.sources.slurm import query_sacct
 
+            from hpcjobs.ids import values_from
+
             start = datetime.fromtimestamp(meta.created_at, tz=timezone.utc) - timedelta(hours=1)
-            jobs = query_sacct(start, job_ids=job_ids, cache=cache)
+            with values_from(ledger.path):  # the ids' file, should one not be a Slurm job id
+                jobs = query_sacct(start, job_ids=job_ids, cache=cache)
         else:
             jobs = empty_frame()
     with Ledger.open(folder, allow_read_only=True) as ledger:  # no accounting rows: no ids to match them by

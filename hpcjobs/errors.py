@@ -122,6 +122,32 @@ class ConfigError(HpcJobsError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+class IdArgumentError(ConfigError):
+    """An id given on the command line that cannot name one thing: empty, blank, a prefix too short
+    (:data:`hpcjobs.ids.MIN_PREFIX`) or ambiguous (the candidates are the problem's ``choices``)."""
+
+    def __init__(self, message: str, *, key: str | None = None, choices: Sequence[str] = ()) -> None:
+        super().__init__(ConfigProblem(message, key=key, choices=tuple(choices)))
+
+
+class UnsafeValueError(ConfigError):
+    """A value read from a file or a command's output (a ledger's job id, a cache, an index) that does not
+    follow its grammar, so it is not passed to a command: it could be taken as an option.
+
+    Attributes:
+        value: The value (shown with ``repr``).
+        what: What it should have been (``Slurm job id``).
+        source: The file (or command) it came from, when known.
+    """
+
+    def __init__(self, value: object, *, what: str, expected: str, source: str | None = None) -> None:
+        self.value = value
+        self.what = what
+        self.source = source
+        super().__init__(ConfigProblem(f"{excerpt(repr(value), 512)} is not a {what}: not passed to any command",
+                                       file=source, expected=expected))
+
+
 class SubmitError(HpcJobsError):
     """A submission could not be made (after retries), or its outcome is unknown."""
 

@@ -354,7 +354,7 @@ def load_report_frame(filters: ReportFilters, *, from_file: str | os.PathLike[st
     elif scheduler == "swarm":
         from hpcjobs.accounting.sources.swarm import query_swarm
 
-        df = query_swarm(local_sweep(filters.sweep) if filters.sweep else None)
+        df = query_swarm(local_sweep(filters.sweep) if filters.sweep is not None else None)
     else:
         if scheduler not in (None, "slurm"):
             raise ConfigError(f"live accounting queries are implemented for Slurm, Kubernetes and Docker Swarm; for "
@@ -381,10 +381,15 @@ def local_sweep(name: str) -> Path | None:
     Raises:
         ConfigError: The name or prefix is ambiguous among this machine's sweeps (the candidates listed; exit 2).
     """
+    from hpcjobs.errors import IdArgumentError
+    from hpcjobs.ids import check_id_argument
     from hpcjobs.sweep.identity import find_sweep
 
+    check_id_argument(name, what="sweep", key="--sweep")
     try:
         return find_sweep(name)
+    except IdArgumentError:  # blank, a prefix too short or ambiguous: the same in the data
+        raise
     except ConfigError as exc:
         if any(p.message.startswith("ambiguous") for p in exc.problems):
             raise
@@ -401,11 +406,12 @@ def resolve_sweep_name(name: str, ids_in_data: Sequence[str]) -> str:
     Raises:
         ConfigError: No sweep matches (the data's sweeps are listed), or the name is ambiguous (exit 2).
     """
+    from hpcjobs.ids import match_prefix
+
     folder = local_sweep(name)
     if folder is not None:
         return folder.name
-    rules: tuple[Callable[[str], bool], ...] = (lambda i: i == name, lambda i: i.rsplit("-", 1)[0] == name,
-                                                lambda i: i.startswith(name))
+    rules: tuple[Callable[[str], bool], ...] = (lambda i: i == name, lambda i: i.rsplit("-", 1)[0] == name)
     for match in rules:
         found = sorted({i for i in ids_in_data if match(i)})
         if len(found) == 1:
@@ -413,6 +419,9 @@ def resolve_sweep_name(name: str, ids_in_data: Sequence[str]) -> str:
         if len(found) > 1:
             raise ConfigError(ConfigProblem(f"--sweep {name!r} is ambiguous: {', '.join(found[:10])}",
                                             key="--sweep"))
+    prefixed = match_prefix(name, ids_in_data, what="sweep", key="--sweep", where=" in the accounting data")
+    if prefixed is not None:
+        return prefixed
     there = ", ".join(sorted(set(ids_in_data))[:10]) or "none"
     raise ConfigError(ConfigProblem(f"no sweep {name!r} in the sweep folder or in the accounting data (sweeps in "
                                     f"the data: {there})", key="--sweep"))

@@ -131,6 +131,10 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
 
     if as_csv and as_json:
         raise ConfigError("choose one of --csv and --json")
+    if sweep is not None:  # '' would be a prefix of every sweep id
+        from hpcjobs.ids import check_id_argument
+
+        check_id_argument(sweep, what="sweep", key="--sweep")
     if all_attempts and not sweep:
         raise ConfigError(ConfigProblem("--all-attempts goes with --sweep", key="--all-attempts"))
     filters = ReportFilters(

@@ -492,7 +492,7 @@ def qstat_status_argv(job_ids: Sequence[str]) -> list[str]:
     """
     if not job_ids:
         raise ValueError("qstat_status_argv needs at least one job id")
-    return ["qstat", "-E", "-x", "-f", "-F", "json", "-t", *job_ids]
+    return ["qstat", "-E", "-x", "-f", "-F", "json", "-t", "--", *job_ids]
 
 
 def qstat_text_status_argv(job_ids: Sequence[str]) -> list[str]:
@@ -503,7 +503,7 @@ def qstat_text_status_argv(job_ids: Sequence[str]) -> list[str]:
     """
     if not job_ids:
         raise ValueError("qstat_text_status_argv needs at least one job id")
-    return ["qstat", "-x", "-f", "-t", *job_ids]
+    return ["qstat", "-x", "-f", "-t", "--", *job_ids]
 
 
 def parse_qstat_json_status(stdout: str) -> list[JobStatus]:

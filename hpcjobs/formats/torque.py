@@ -120,7 +120,7 @@ def torque_status_argv(job_ids: Sequence[str]) -> list[str]:
     """
     if not job_ids:
         raise ValueError("torque_status_argv needs at least one job id")
-    return ["qstat", "-f", "-x", "-t", *job_ids]
+    return ["qstat", "-f", "-x", "-t", "--", *job_ids]
 
 
 def torque_job_status(job_id: str, attrs: Mapping[str, Any]) -> JobStatus:

@@ -8,10 +8,14 @@ A backend never runs anything itself. :class:`hpcjobs.schedulers.client.Schedule
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import Protocol
+
+from hpcjobs.ids import check_values, is_safe_value
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,32 @@ class ClusterLimits:
     min_job_age_s: int | None = None
 
 
+class JobIdGrammar:
+    """:meth:`SchedulerBackend.valid_job_id` and :meth:`SchedulerBackend.check_job_ids` from a backend's
+    :attr:`~SchedulerBackend.job_id_pattern`: the one check each backend's argv builders call."""
+
+    #: What a job id of this scheduler is called in messages (``Slurm job id``).
+    job_id_what: str = "job id"
+    job_id_pattern: re.Pattern[str]
+    job_id_grammar: str
+
+    def valid_job_id(self, text: object) -> bool:
+        """Whether ``text`` is spelled like one of this scheduler's job ids."""
+        return is_safe_value(text, self.job_id_pattern)
+
+    def check_job_ids(self, job_ids: Iterable[object], *, source: str | PathLike[str] | None = None) -> list[str]:
+        """``job_ids`` as a list, each checked against :attr:`job_id_pattern` before it reaches an argv.
+
+        Raises:
+            UnsafeValueError: One is not a job id of this scheduler.
+            TypeError: ``job_ids`` is one string (a list of ids is wanted).
+        """
+        if isinstance(job_ids, (str, bytes)):
+            raise TypeError(f"check_job_ids takes a list of job ids, not the string {job_ids!r}")
+        return check_values(job_ids, self.job_id_pattern, what=self.job_id_what, expected=self.job_id_grammar,
+                            source=source)
+
+
 class SchedulerBackend(Protocol):
     """Command builders and pure parsers for one scheduler family."""
 
@@ -137,6 +167,25 @@ class SchedulerBackend(Protocol):
     directive_prefix: str
     #: Environment variable that holds the array index inside a running task.
     array_index_var: str
+    #: The grammar of this scheduler's job ids, matched in full: every id that goes into one of the
+    #: ``*_argv`` commands (read from a ledger, an index, a cache or the scheduler's own output) is
+    #: checked against it first (:meth:`check_job_ids`), so none can be taken as an option.
+    job_id_pattern: re.Pattern[str]
+    #: :attr:`job_id_pattern` in words, for error messages.
+    job_id_grammar: str
+
+    def valid_job_id(self, text: object) -> bool:
+        """Whether ``text`` is spelled like one of this scheduler's job ids (:attr:`job_id_pattern`)."""
+        ...
+
+    def check_job_ids(self, job_ids: Iterable[object], *, source: str | PathLike[str] | None = None) -> list[str]:
+        """``job_ids`` as a list, each checked against :attr:`job_id_pattern`.
+
+        Raises:
+            UnsafeValueError: One is not a job id of this scheduler (the message names the value, and
+                ``source`` or the file :func:`hpcjobs.ids.values_from` set).
+        """
+        ...
 
     def submit_argv(self, script: Path, options: SubmitOptions) -> list[str]:
         """The command that submits ``script``."""

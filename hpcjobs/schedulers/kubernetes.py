@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,7 @@ from hpcjobs.config.site_containers import mount_path
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 from hpcjobs.formats import kubernetes as fmt
 from hpcjobs.output import atomic_write_text
-from hpcjobs.schedulers.base import JobStatus, SubmitOptions
+from hpcjobs.schedulers.base import JobIdGrammar, JobStatus, SubmitOptions
 from hpcjobs.schedulers.containers import distributed_problem
 from hpcjobs.states import JobTag, parse_job_tag
 
@@ -43,6 +44,11 @@ if TYPE_CHECKING:  # the render layer imports this module, not the other way rou
     from hpcjobs.resolve import ResolvedJob
 
 DIRECTIVE_PREFIX = "#K8S"
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+#: A job id on Kubernetes: ``<namespace>/<chunk>`` (or a bare chunk, in ``default``), each a DNS-1123
+#: label (lower-case letters, digits and ``-``, alphanumeric at both ends, at most 63): what a namespace
+#: and a label value hpcjobs gives (the chunk's Jobs are ``<chunk>`` or ``<chunk>-<i>``) may be.
+JOB_ID_RE = re.compile(rf"(?:{_LABEL}/)?{_LABEL}")
 #: Keys whose value is JSON in a ``#K8S`` line.
 JSON_KEYS = frozenset({"requests", "limits", "nodeSelector", "tolerations", "volume", "indexed", "tasks", "parallel",
                        "activeDeadlineSeconds", "nodes"})
@@ -241,12 +247,19 @@ def render_manifest(text: str, script: Path, cwd: Path, tag: JobTag,
     return chunk_manifest(settings, script, cwd, tag, server_version)[0]
 
 
-class KubernetesBackend:
-    """Kubernetes commands (``kubectl``) and output parsers."""
+class KubernetesBackend(JobIdGrammar):
+    """Kubernetes commands (``kubectl``) and output parsers.
+
+    Every job id is checked (:meth:`check_job_ids`) before it goes into an argv; Job names are operands
+    after ``--`` (kubectl's flags stop there).
+    """
 
     name = "kubernetes"
     directive_prefix = DIRECTIVE_PREFIX
     array_index_var = "HPCJOBS_TASK_INDEX"
+    job_id_what = "Kubernetes job id"
+    job_id_pattern = JOB_ID_RE
+    job_id_grammar = "<namespace>/<chunk>, each a DNS-1123 label (a-z, 0-9 and -, at most 63)"
 
     def submit_argv(self, script: Path, options: SubmitOptions) -> list[str]:
         """:meth:`submit_argv_in` the current directory."""
@@ -305,6 +318,7 @@ class KubernetesBackend:
 
     def status_argv(self, job_ids: Sequence[str]) -> list[str]:
         """One ``kubectl get jobs,pods`` of every chunk (by label), in their namespace."""
+        job_ids = self.check_job_ids(job_ids)
         namespaces = {fmt.split_job_id(j)[0] for j in job_ids}
         chunks = sorted({fmt.split_job_id(j)[1] for j in job_ids})
         scope = ["--namespace", namespaces.pop()] if len(namespaces) == 1 else ["--all-namespaces"]
@@ -321,11 +335,12 @@ class KubernetesBackend:
         Kubernetes deletes the running pods of a Job whose parallelism drops and keeps the Job, so the
         chunk's finished points keep their state.
         """
+        job_ids = self.check_job_ids(job_ids)
         namespaces = {fmt.split_job_id(j)[0] for j in job_ids}
         names = [name for job_id in job_ids for name in fmt.job_names(fmt.split_job_id(job_id)[1])]
         patch = {"metadata": {"annotations": {fmt.CANCELLED_ANNOTATION: "true"}}, "spec": {"parallelism": 0}}
-        return ["kubectl", "--namespace", sorted(namespaces)[0], "patch", "jobs", *names, "--type", "merge",
-                "-p", json.dumps(patch, separators=(",", ":"))]
+        return ["kubectl", "--namespace", sorted(namespaces)[0], "patch", "--type", "merge",
+                "-p", json.dumps(patch, separators=(",", ":")), "--", "jobs", *names]
 
     def tag_query_argvs(self, name: str, user: str) -> list[list[str]]:
         """The Jobs of experiment ``name`` in every namespace, with their tag annotations."""
@@ -339,6 +354,6 @@ class KubernetesBackend:
 
     def logs_argv(self, job_id: str) -> list[str]:
         """What the chunk's pods printed before their output went to the point's files."""
-        namespace, chunk = fmt.split_job_id(job_id)
+        namespace, chunk = fmt.split_job_id(self.check_job_ids([job_id])[0])
         return ["kubectl", "--namespace", namespace, "logs", "-l", f"{fmt.CHUNK_LABEL}={chunk}", "--prefix",
                 "--tail", "-1"]

@@ -9,13 +9,19 @@ comment a user can set), which qstat reports in ``Variable_List``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hpcjobs.formats import pbs as fmt
 from hpcjobs.formats import torque as tfmt
-from hpcjobs.schedulers.base import ArraySpec, ClusterLimits, JobStatus, SubmitOptions
+from hpcjobs.schedulers.base import ArraySpec, ClusterLimits, JobIdGrammar, JobStatus, SubmitOptions
 from hpcjobs.schedulers.locate import locate_pbs_command
+
+#: A PBS (and Torque) job id: the sequence number, an array (``123[]``), subjob (``123[4]``) or subjob
+#: range (``123[1-5]``, ``123[1-9:2]``), then the server's name when given (``123.server``, ``123[].srv.org``).
+JOB_ID_RE = re.compile(r"[0-9]{1,20}(?:\[(?:[0-9]{1,10}(?:-[0-9]{1,10}(?::[0-9]{1,10})?)?)?\])?"
+                       r"(?:\.[A-Za-z0-9_][A-Za-z0-9_-]{0,62}){0,16}")
 
 
 def pbs_array_argument(array: ArraySpec) -> str:
@@ -38,12 +44,19 @@ def torque_array_argument(array: ArraySpec) -> str:
     return text + (f"%{array.throttle}" if array.throttle else "")
 
 
-class PbsProBackend:
-    """PBS Pro / OpenPBS commands and output parsers."""
+class PbsProBackend(JobIdGrammar):
+    """PBS Pro / OpenPBS commands and output parsers.
+
+    Every job id is checked (:meth:`check_job_ids`) before it goes into an argv, and ``qstat``/``qdel``
+    get them as operands after ``--`` (both read options with getopt(3), which stops there).
+    """
 
     name = "pbspro"
     directive_prefix = "#PBS"
     array_index_var = "PBS_ARRAY_INDEX"
+    job_id_what = "PBS job id"
+    job_id_pattern = JOB_ID_RE
+    job_id_grammar = "digits, optionally [], [N] or [N-M], then the server: 123.server, 123[].server, 123[4].server"
 
     def _array_flag(self, array: ArraySpec) -> list[str]:
         return ["-J", pbs_array_argument(array)]
@@ -77,7 +90,7 @@ class PbsProBackend:
         """
         groups = [("ok", tuple(options.dependencies))] if options.dependencies else []
         groups += [(d.condition, d.job_ids) for d in options.after if d.job_ids]
-        return ",".join(self._depend_group(cond, ids) for cond, ids in groups)
+        return ",".join(self._depend_group(cond, self.check_job_ids(ids)) for cond, ids in groups)
 
     def _depend_group(self, condition: str, job_ids: Sequence[str]) -> str:
         return f"after{condition}:" + ":".join(job_ids)
@@ -88,7 +101,7 @@ class PbsProBackend:
 
     def status_argv(self, job_ids: Sequence[str]) -> list[str]:
         """One ``qstat -x -f -F json -t`` call for every job (array parents list their subjobs)."""
-        return fmt.qstat_status_argv(job_ids)
+        return fmt.qstat_status_argv(self.check_job_ids(job_ids))
 
     def parse_status(self, stdout: str) -> list[JobStatus]:
         """Records of :meth:`status_argv` output, one per job, array parent or subjob."""
@@ -96,7 +109,7 @@ class PbsProBackend:
 
     def fallback_status_argv(self, job_ids: Sequence[str]) -> list[str]:
         """``qstat -x -f -t`` text, for servers whose JSON output is broken."""
-        return fmt.qstat_text_status_argv(job_ids)
+        return fmt.qstat_text_status_argv(self.check_job_ids(job_ids))
 
     def parse_fallback_status(self, stdout: str) -> list[JobStatus]:
         """Records of :meth:`fallback_status_argv` output."""
@@ -144,8 +157,8 @@ class PbsProBackend:
         return f"{jid.sequence}[]" if jid.is_array else str(jid.sequence)
 
     def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
-        """``qdel`` of all ``job_ids`` in one call."""
-        return ["qdel", *job_ids]
+        """``qdel -- IDS``: all ``job_ids`` in one call (``--``: none of them is read as an option)."""
+        return ["qdel", "--", *self.check_job_ids(job_ids)]
 
     def parse_limits(self, stdout: str) -> ClusterLimits:
         """``max_array_size`` from ``qstat -B -f -F json`` (server attributes)."""
@@ -180,6 +193,7 @@ class TorqueBackend(PbsProBackend):
 
     name = "torque"
     array_index_var = "PBS_ARRAYID"
+    job_id_what = "Torque job id"
 
     def _array_flag(self, array: ArraySpec) -> list[str]:
         return ["-t", torque_array_argument(array)]
@@ -199,15 +213,15 @@ class TorqueBackend(PbsProBackend):
 
     def status_argv(self, job_ids: Sequence[str]) -> list[str]:
         """One ``qstat -f -x -t`` call (XML) for every job."""
-        return tfmt.torque_status_argv(job_ids)
+        return tfmt.torque_status_argv(self.check_job_ids(job_ids))
 
     def parse_status(self, stdout: str) -> list[JobStatus]:
         """Records of Torque's XML status output."""
         return tfmt.parse_torque_xml_status(stdout)
 
     def fallback_status_argv(self, job_ids: Sequence[str]) -> list[str]:
-        """``qstat -f -t`` text."""
-        return ["qstat", "-f", "-t", *job_ids]
+        """``qstat -f -t -- IDS`` text."""
+        return ["qstat", "-f", "-t", "--", *self.check_job_ids(job_ids)]
 
     def parse_fallback_status(self, stdout: str) -> list[JobStatus]:
         """Records of Torque's ``qstat -f`` text."""

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hpcjobs.formats import slurm as fmt
-from hpcjobs.schedulers.base import ArraySpec, ClusterLimits, JobStatus, SubmitOptions
+from hpcjobs.schedulers.base import ArraySpec, ClusterLimits, JobIdGrammar, JobStatus, SubmitOptions
 from hpcjobs.schedulers.status_table import StatusTable
 
 #: Messages with which sacct says accounting is unavailable (then status falls back to squeue).
@@ -21,6 +21,10 @@ ACCOUNTING_UNAVAILABLE = (
     "Problem talking to the database",
     "Unable to get",
 )
+
+#: A Slurm job id as hpcjobs passes it on: the job (``123``), an array task (``123_4``) or range
+#: (``123_[1-5]``, ``123_[1,3-5%2]``), a het job component (``123+1``). No step, no cluster.
+JOB_ID_RE = re.compile(r"[0-9]{1,20}(?:_(?:[0-9]{1,10}|\[[0-9][0-9,:%-]{0,200}\]))?(?:\+[0-9]{1,10})?")
 
 
 def array_argument(array: ArraySpec) -> str:
@@ -36,15 +40,23 @@ def slurm_dependency(options: SubmitOptions) -> str:
     """
     groups = [("ok", tuple(options.dependencies))] if options.dependencies else []
     groups += [(d.condition, d.job_ids) for d in options.after if d.job_ids]
-    return ",".join(f"after{cond}:" + ":".join(ids) for cond, ids in groups)
+    return ",".join(f"after{cond}:" + ":".join(SlurmBackend().check_job_ids(ids)) for cond, ids in groups)
 
 
-class SlurmBackend:
-    """Slurm commands and output parsers."""
+class SlurmBackend(JobIdGrammar):
+    """Slurm commands and output parsers.
+
+    Every job id is checked (:meth:`check_job_ids`) before it goes into an argv: ``sacct``/``squeue``
+    get them as the value of ``--jobs=`` and ``sbatch`` in ``--dependency=``, one word with its option;
+    ``scancel`` as operands after ``--`` (scancel reads options with getopt_long, which stops at ``--``).
+    """
 
     name = "slurm"
     directive_prefix = "#SBATCH"
     array_index_var = "SLURM_ARRAY_TASK_ID"
+    job_id_what = "Slurm job id"
+    job_id_pattern = JOB_ID_RE
+    job_id_grammar = "digits, optionally with an array task or range and a het component: 123, 123_4, 123_[1-5], 123+1"
     #: Ids the status call does not know may be too new for accounting: ask the fallback (squeue) for them.
     fallback_for_missing = True
 
@@ -73,7 +85,7 @@ class SlurmBackend:
 
     def status_argv(self, job_ids: Sequence[str]) -> list[str]:
         """One ``sacct`` call for every job (array ids cover all their tasks)."""
-        return fmt.sacct_status_argv(job_ids)
+        return fmt.sacct_status_argv(self.check_job_ids(job_ids))
 
     def parse_status(self, stdout: str) -> list[JobStatus]:
         """Records of :meth:`status_argv` output, one per job or array task."""
@@ -87,7 +99,7 @@ class SlurmBackend:
 
     def fallback_status_argv(self, job_ids: Sequence[str]) -> list[str]:
         """``squeue`` for clusters without accounting (knows jobs until ``MinJobAge`` after they end)."""
-        return fmt.squeue_status_argv(job_ids)
+        return fmt.squeue_status_argv(self.check_job_ids(job_ids))
 
     def parse_fallback_status(self, stdout: str) -> list[JobStatus]:
         """Records of :meth:`fallback_status_argv` output."""
@@ -98,8 +110,8 @@ class SlurmBackend:
         return any(msg.lower() in stderr.lower() for msg in ACCOUNTING_UNAVAILABLE)
 
     def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
-        """``scancel`` of all ``job_ids`` in one call."""
-        return ["scancel", *job_ids]
+        """``scancel -- IDS``: all ``job_ids`` in one call (``--``: none of them is read as an option)."""
+        return ["scancel", "--", *self.check_job_ids(job_ids)]
 
     def config_argv(self) -> list[str]:
         """``scontrol show config`` (cluster name and limits)."""

@@ -25,6 +25,7 @@ task leaves that task behind (:meth:`SwarmBackend.cancel_argv`).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING
 from hpcjobs.config.site_containers import mount_path
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 from hpcjobs.formats import swarm as fmt
-from hpcjobs.schedulers.base import JobStatus, SubmitOptions
+from hpcjobs.schedulers.base import JobIdGrammar, JobStatus, SubmitOptions
 from hpcjobs.schedulers.containers import distributed_problem
 from hpcjobs.states import parse_job_tag
 from hpcjobs.units import format_memory_slurm
@@ -41,6 +42,11 @@ if TYPE_CHECKING:  # the render layer imports this module, not the other way rou
     from hpcjobs.resolve import ResolvedJob
 
 DIRECTIVE_PREFIX = "#SWARM"
+#: A job id on Docker Swarm: the service's name (docker's rule for object names, ``[a-zA-Z0-9][a-zA-Z0-9_.-]``,
+#: at most 63 characters), or its id.
+JOB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+#: What ``docker inspect`` is given: a service name, or a service, task or container id (64 hex digits).
+OBJECT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 #: The one directive that is not a ``docker service create`` option: the image the tasks run.
 IMAGE_KEY = "image="
 #: Labels that carry the site's submit-time choices from the rendered script to ``docker service create``.
@@ -180,12 +186,30 @@ def _run_folders(script: Path, cwd: Path) -> list[Path]:
     return folders
 
 
-class SwarmBackend:
-    """Docker Swarm commands (the ``docker`` CLI) and output parsers."""
+class SwarmBackend(JobIdGrammar):
+    """Docker Swarm commands (the ``docker`` CLI) and output parsers.
+
+    Every service name and object id is checked (:meth:`check_job_ids`, :meth:`check_object_ids`)
+    before it goes into an argv, as operands after ``--`` (docker's flags stop there).
+    """
 
     name = "swarm"
     directive_prefix = DIRECTIVE_PREFIX
     array_index_var = "HPCJOBS_TASK_INDEX"
+    job_id_what = "Docker Swarm service name"
+    job_id_pattern = JOB_ID_RE
+    job_id_grammar = "a docker object name: a letter or digit, then letters, digits, _ . - (at most 63)"
+
+    def check_object_ids(self, object_ids: Sequence[object], *, source: str | None = None) -> list[str]:
+        """``object_ids`` (service names, task or container ids from docker's answers) checked for an argv.
+
+        Raises:
+            UnsafeValueError: One is not a docker object name or id.
+        """
+        from hpcjobs.ids import check_values
+
+        return check_values(object_ids, OBJECT_ID_RE, what="docker object id",
+                            expected="a letter or digit, then letters, digits, _ . - (at most 128)", source=source)
 
     def submit_argv(self, script: Path, options: SubmitOptions) -> list[str]:
         """:meth:`submit_argv_in` the current directory."""
@@ -249,7 +273,7 @@ class SwarmBackend:
 
     def status_argv(self, job_ids: Sequence[str]) -> list[str]:
         """One ``docker service ps`` for every service (their finished tasks included)."""
-        return ["docker", "service", "ps", "--no-trunc", "--format", "{{json .}}", *job_ids]
+        return ["docker", "service", "ps", "--no-trunc", "--format", "{{json .}}", "--", *self.check_job_ids(job_ids)]
 
     def parse_status(self, stdout: str) -> list[JobStatus]:
         """One record per task slot (:func:`hpcjobs.formats.swarm.job_statuses`)."""
@@ -267,7 +291,7 @@ class SwarmBackend:
         iteration of the job, which stops and deletes the running tasks; the service stays, with
         its tag, so later lookups still see the stray (and the ledger records it as cancelled).
         """
-        return ["docker", "service", "scale", "--detach", *(f"{j}=0" for j in job_ids)]
+        return ["docker", "service", "scale", "--detach", "--", *(f"{j}=0" for j in self.check_job_ids(job_ids))]
 
     def cancel_argvs(self, job_ids: Sequence[str]) -> list[list[str]]:
         """Cancel each service, keeping its finished tasks visible: one ``docker service update`` per service.
@@ -279,8 +303,8 @@ class SwarmBackend:
         """
         return [["docker", "service", "update", "--detach", "--quiet", "--no-resolve-image",
                  "--image", fmt.CANCELLED_IMAGE,
-                 "--constraint-add", fmt.NEVER_PLACED, "--label-add", "hpcjobs.cancelled=true", job_id]
-                for job_id in job_ids]
+                 "--constraint-add", fmt.NEVER_PLACED, "--label-add", "hpcjobs.cancelled=true", "--", job_id]
+                for job_id in self.check_job_ids(job_ids)]
 
     def tag_query_argvs(self, name: str, user: str) -> list[list[str]]:
         """The services of experiment ``name`` (label ``hpcjobs.name``), each line prefixed with the name.
@@ -303,13 +327,13 @@ class SwarmBackend:
 
     def inspect_argv(self, object_ids: Sequence[str]) -> list[str]:
         """``docker inspect`` of services, tasks or containers (exit 1 when one is unknown, after the others)."""
-        return ["docker", "inspect", *object_ids]
+        return ["docker", "inspect", "--", *self.check_object_ids(object_ids)]
 
     def retire_argv(self, job_ids: Sequence[str]) -> list[str]:
         """``docker service rm`` of finished services (Swarm keeps a finished job until it is removed)."""
-        return ["docker", "service", "rm", *job_ids]
+        return ["docker", "service", "rm", "--", *self.check_job_ids(job_ids)]
 
     def logs_argv(self, job_id: str) -> list[str]:
         """What the job's script printed before it sent its output to the point's files."""
-        return ["docker", "service", "logs", "--raw", "--no-task-ids", job_id]
+        return ["docker", "service", "logs", "--raw", "--no-task-ids", "--", *self.check_job_ids([job_id])]
 

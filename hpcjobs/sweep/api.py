@@ -318,12 +318,19 @@ def cancel_sweep(name: str | Path, *, root: str | Path | None = None,
     folder = find_sweep(name, root)
     with Ledger.open(folder) as ledger:
         meta = ledger.meta
+        c = None
+        recorded = [s.job_id for s in ledger.live_submissions(with_unseated=False) if s.job_id]
+        if recorded and meta.scheduler != "local":  # the recorded ids are checked before anything changes
+            c = client or client_for(meta.scheduler)
+            check = getattr(c.backend, "check_job_ids", None)
+            if check is not None:
+                check(recorded)
         ledger.cancel_pending()
         ids = [s.job_id for s in ledger.live_submissions(with_unseated=False) if s.job_id]
         if meta.scheduler == "local":
             return _cancel_local(ledger)
         if ids:
-            c = client or client_for(meta.scheduler)
+            c = c or client or client_for(meta.scheduler)
             c.cancel(ids)
             poll_status(ledger, c)
         return ids

@@ -259,40 +259,53 @@ def find_sweep(name: str | Path, root: str | Path | None = None) -> Path:
 
     An exact id beats a name, a sweep's name beats a single job's id (then request id, then name),
     and all of them beat a prefix: with ``big-1a2b3c4d`` and ``bigger-5e6f7a8b`` under the root,
-    ``big`` is the first (:func:`hpcjobs.sweep.singles_read.find_single` for single jobs).
+    ``big`` is the first (:func:`hpcjobs.sweep.singles_read.find_single` for single jobs). A prefix
+    needs :data:`hpcjobs.ids.MIN_PREFIX` characters; an empty or blank ``name`` names nothing (not
+    the current folder, which ``Path('')`` is).
 
     Raises:
-        ConfigError: No such sweep or job (saying where it looked), or the name or prefix is ambiguous
-            (with the candidates).
+        IdArgumentError: ``name`` is empty or blank, or a prefix too short or ambiguous (with the candidates).
+        ConfigError: No such sweep or job (saying where it looked), or an ambiguous name (with the candidates).
     """
+    from hpcjobs.ids import check_id_argument, match_prefix
     from hpcjobs.sweep.singles_read import find_single
 
+    if not isinstance(name, Path):
+        check_id_argument(name, what="sweep")
     p = Path(name)
-    if (p / _LEDGER).is_file():
+    if _is_sweep_folder(p):
         return p.resolve()
     where = find_sweep_root(root)
     base = where.path
     candidates = sweep_folders(base)
     text = str(name)
-    rules = (lambda c: c == text, lambda c: name_of(c) == text, None, lambda c: c.startswith(text))
-    for rule in rules:
-        if rule is None:  # between a sweep's exact name and a prefix: a single job
-            single = find_single(text, base)
-            if single is not None:
-                return single
-            continue
+    for rule in (lambda c: c == text, lambda c: name_of(c) == text):
         matches = [c for c in candidates if rule(c)]
         if len(matches) == 1:
             return base / matches[0]
         if matches:
             raise ConfigError(ConfigProblem(f"ambiguous sweep {text!r} in {base}: give one of the ids",
                                             key="sweep", choices=tuple(matches)))
+    single = find_single(text, base)  # between a sweep's exact name and a prefix: a single job
+    if single is not None:
+        return single
+    prefixed = match_prefix(text, candidates, what="sweep", key="sweep", where=f" in {base}")
+    if prefixed is not None:
+        return base / prefixed
     from hpcjobs.sweep.singles_read import sweep_job_hint
 
     hint = sweep_job_hint(text, base)
     raise ConfigError(ConfigProblem(f"no sweep {text!r} in {where.describe()}, and no job of `hpcjobs submit` "
                                     "with that id or name" + (f"; {hint}" if hint else ""), key="sweep",
                                     choices=tuple(candidates)))
+
+
+def _is_sweep_folder(path: Path) -> bool:
+    """Whether ``path`` holds a sweep ledger (``False`` for a name the file system cannot even look up)."""
+    try:
+        return (path / _LEDGER).is_file()
+    except (OSError, ValueError):  # too long, or a NUL byte
+        return False
 
 
 __all__ = ["DEFAULT_SWEEP_ROOT", "IDENTITY_SCHEME", "SweepRoot", "experiment_digest", "find_sweep",

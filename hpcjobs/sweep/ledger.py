@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcjobs.errors import LedgerError
+from hpcjobs.ids import values_from
 from hpcjobs.states import TERMINAL_STATES
 from hpcjobs.sweep.ledger_counts import move, shift, stored_version, upgrade
 from hpcjobs.sweep.ledger_plan import insert_new, prepare_points, replan
@@ -130,6 +131,7 @@ class Ledger(LedgerReads, RecoveryRecords, StatusRecords, UpstreamRecords):
         self._con = con
         #: Opened as an in-memory copy of a ledger this process cannot write: changes are not saved.
         self.read_only = read_only
+        self._source: contextlib.AbstractContextManager[None] | None = None
 
     # ----------------------------------------------------------------------------------- lifecycle
 
@@ -232,9 +234,15 @@ class Ledger(LedgerReads, RecoveryRecords, StatusRecords, UpstreamRecords):
             self._con.close()
 
     def __enter__(self) -> Ledger:
+        # job ids read from this ledger are checked before they reach a command: errors name this file
+        self._source = values_from(self.path)
+        self._source.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        source, self._source = getattr(self, "_source", None), None
+        if source is not None:
+            source.__exit__(None, None, None)
         self.close()
 
     def lock(self) -> SubmitterLock:

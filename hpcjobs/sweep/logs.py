@@ -211,6 +211,10 @@ def sweep_logs(sweep: str | Path, *, root: str | Path | None = None, point: str 
     from hpcjobs.sweep.results_spec import read_results_spec
 
     folder = find_sweep(sweep, root)
+    if point is not None:
+        from hpcjobs.ids import check_id_argument
+
+        check_id_argument(point, what="point", key="point")
     wanted = {s.upper() for s in only_states} | (set(states.FAILURE_STATES) if failed else set())
     with Ledger.open(folder, allow_read_only=True) as ledger:
         single = ledger.meta.extra.get("kind") == "job"
@@ -232,11 +236,14 @@ def sweep_logs(sweep: str | Path, *, root: str | Path | None = None, point: str 
             return [one] if not wanted or one.state in wanted else []
     output_dir = read_results_spec(folder)[1]
     if point is not None:
-        records = [r for r in records if r.point_id == point] or [r for r in records if r.point_id.startswith(point)]
+        from hpcjobs.ids import match_prefix
+
+        exact = [r for r in records if r.point_id == point]
+        prefixed = exact[0].point_id if len(exact) == 1 else match_prefix(
+            point, [r.point_id for r in records], what="point", key="point", where=f" in sweep {meta.sweep_id}")
+        records = [r for r in records if r.point_id == prefixed]
         if len(records) != 1:
-            what = "ambiguous point" if records else "no point"
-            raise ConfigError(ConfigProblem(f"{what} {point!r} in sweep {meta.sweep_id}", key="point",
-                                            choices=tuple(r.point_id for r in records)))
+            raise ConfigError(ConfigProblem(f"no point {point!r} in sweep {meta.sweep_id}", key="point"))
     if index is not None:
         records = [r for r in records if r.index == index]
         if not records:

@@ -42,7 +42,7 @@ USER_INDEX_FILE = "single-jobs.tsv"
 _LEDGER = "ledger.sqlite"
 #: What a job id looks like: Slurm ``1234`` (``1234_5`` for an array task), PBS ``1234.server``,
 #: ``12[].server``, ``12[3].server``.
-JOB_ID_RE = re.compile(r"\d+(?:_\d+|\[\d*\])?(?:\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)?")
+JOB_ID_RE = re.compile(r"[0-9]+(?:_[0-9]+|\[[0-9]*\])?(?:\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)?")
 #: The job ids hpcjobs chooses on Docker Swarm (the service name) and Kubernetes (``<namespace>/<chunk>``):
 #: ``<experiment>-<sweep hash or x>-<chunk>-<tasks>[n][i]-<token>`` (:mod:`hpcjobs.formats.swarm`, ``kubernetes``).
 CONTAINER_JOB_ID_RE = re.compile(r"(?:[a-z0-9][a-z0-9-]*/)?[A-Za-z0-9][A-Za-z0-9_-]*-(?:[0-9a-f]{8}|x)-\d+-\d+n?i?"
@@ -282,17 +282,21 @@ def find_single(text: str, root: str | Path | None = None) -> Path | None:
         root: The sweep root (its ``jobs/`` folder is searched).
 
     Raises:
+        IdArgumentError: ``text`` is empty or blank (:func:`hpcjobs.ids.check_id_argument`).
         ConfigError: A name several single jobs share (the candidates are listed with their job ids).
     """
+    from hpcjobs.ids import check_id_argument
+
+    check_id_argument(text, what="job")
     base = find_sweep_root(root).path / SINGLES_DIR
     job_id = is_job_id(text)
-    if not base.is_dir() or not text:
+    if not base.is_dir():
         return _by_user_index(text) if job_id else None
     if job_id:
         hit = _by_job_id(base, text) or _by_user_index(text)
         if hit is not None:
             return hit
-    if _REQUEST_RE.fullmatch(text) and (base / text / _LEDGER).is_file():
+    if _REQUEST_RE.fullmatch(text) and _has_ledger(base / text):
         return base / text
     named = [r for r in sweep_folders(base) if name_of(r) == text]
     if len(named) == 1:
@@ -305,6 +309,13 @@ def find_single(text: str, root: str | Path | None = None) -> Path | None:
         raise ConfigError(ConfigProblem(f"{len(named)} jobs are named {text!r} in {base}: give a job id",
                                         key="job", choices=tuple(choices)))
     return None
+
+
+def _has_ledger(folder: Path) -> bool:
+    try:
+        return (folder / _LEDGER).is_file()
+    except (OSError, ValueError):  # a name too long for the file system
+        return False
 
 
 def sweep_job_hint(text: str, root: str | Path | None = None) -> str | None:

@@ -360,9 +360,9 @@ def test_qstat_json_unrepairable_raises() -> None:
 
 
 def test_status_argv() -> None:
-    assert pbs.qstat_status_argv(["5.srv", "6[].srv"]) == ["qstat", "-E", "-x", "-f", "-F", "json", "-t", "5.srv",
-                                                             "6[].srv"]
-    assert pbs.qstat_text_status_argv(["5.srv"]) == ["qstat", "-x", "-f", "-t", "5.srv"]
+    assert pbs.qstat_status_argv(["5.srv", "6[].srv"]) == ["qstat", "-E", "-x", "-f", "-F", "json", "-t", "--",
+                                                             "5.srv", "6[].srv"]
+    assert pbs.qstat_text_status_argv(["5.srv"]) == ["qstat", "-x", "-f", "-t", "--", "5.srv"]
     with pytest.raises(ValueError):
         pbs.qstat_status_argv([])
 

@@ -86,7 +86,7 @@ def test_pbs_arrayid_fills_task_index_when_id_has_none() -> None:
 
 def test_status_argv() -> None:
     assert torque.torque_status_argv(["45.master23", "673175[].srv"]) == [
-        "qstat", "-f", "-x", "-t", "45.master23", "673175[].srv"]
+        "qstat", "-f", "-x", "-t", "--", "45.master23", "673175[].srv"]
     with pytest.raises(ValueError):
         torque.torque_status_argv([])
 

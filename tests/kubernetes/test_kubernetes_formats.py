@@ -123,9 +123,9 @@ def test_commands() -> None:
         "kubectl", "--namespace", "default", "get", "jobs,pods", "-l",
         "hpcjobs/chunk in (capk-c3165f35-0-6-bb3e499817a3c850,capkc-77321fa4-0-4-fe2faab8a053ad32)", "-o", "json"]
     assert backend.cancel_argv([CAPKC]) == [
-        "kubectl", "--namespace", "default", "patch", "jobs",
-        *(f"capkc-77321fa4-0-4-fe2faab8a053ad32-{i}" for i in range(4)), "--type", "merge",
-        "-p", '{"metadata":{"annotations":{"hpcjobs/cancelled":"true"}},"spec":{"parallelism":0}}']
+        "kubectl", "--namespace", "default", "patch", "--type", "merge",
+        "-p", '{"metadata":{"annotations":{"hpcjobs/cancelled":"true"}},"spec":{"parallelism":0}}',
+        "--", "jobs", *(f"capkc-77321fa4-0-4-fe2faab8a053ad32-{i}" for i in range(4))]
     assert backend.tag_query_argvs("capk", "me") == [
         ["kubectl", "get", "jobs", "--all-namespaces", "-l", "hpcjobs/name=capk", "-o", "json"]]
 

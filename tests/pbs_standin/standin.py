@@ -302,6 +302,9 @@ def main_qstat(argv: list[str]) -> int:
     i = 0
     while i < len(argv):
         arg = argv[i]
+        if arg == "--":  # getopt(3): the end of the options, the rest are operands
+            operands += argv[i + 1:]
+            break
         if arg.startswith("-") and len(arg) > 1:
             letters = arg[1:]
             for pos, letter in enumerate(letters):

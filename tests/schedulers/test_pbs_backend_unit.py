@@ -40,7 +40,7 @@ def test_torque_submit_argv_uses_t_and_lists_steps():
 
 def test_pbspro_status_argv_is_one_call():
     assert get_backend("pbspro").status_argv(["1.srv", "2[].srv"]) == [
-        "qstat", "-E", "-x", "-f", "-F", "json", "-t", "1.srv", "2[].srv"]
+        "qstat", "-E", "-x", "-f", "-F", "json", "-t", "--", "1.srv", "2[].srv"]
 
 
 def test_pbspro_parse_status_real_openpbs_json():
@@ -72,7 +72,7 @@ def test_unknown_ids_do_not_hide_known_ones(monkeypatch):
         return CommandResult(tuple(argv), 153, known, "qstat: Unknown Job Id 999.pbs-standin\n", 0.0)
 
     monkeypatch.setattr(process, "run_command", fake)
-    recs = SchedulerClient(get_backend("pbspro")).status(["999.pbs-standin", "x"])
+    recs = SchedulerClient(get_backend("pbspro")).status(["999.pbs-standin", "1000.pbs-standin"])
     assert recs
 
 

@@ -108,5 +108,5 @@ def test_client_runs_the_located_command_and_torque_keeps_path(tmp_path: Path, m
     client = SchedulerClient(get_backend("pbspro"))
     client.cancel(["1.server"])
     SchedulerClient(get_backend("torque")).cancel(["2.server"])
-    assert seen == [(str(pbs / "qdel"), "1.server"), ("qdel", "2.server")]
+    assert seen == [(str(pbs / "qdel"), "--", "1.server"), ("qdel", "--", "2.server")]
     assert client.calls == {"qdel": 1}

@@ -211,12 +211,13 @@ def test_a_run_folder_docker_cannot_mount_is_refused(tmp_path: Path) -> None:
 def test_status_cancel_and_lookup_commands() -> None:
     backend = get_backend("swarm")
     assert backend.status_argv([CAP, CAPC]) == ["docker", "service", "ps", "--no-trunc", "--format", "{{json .}}",
-                                                CAP, CAPC]
+                                                "--", CAP, CAPC]
     assert SwarmBackend().cancel_argvs([CAP]) == [[
         "docker", "service", "update", "--detach", "--quiet", "--no-resolve-image", "--image",
         "hpcjobs/cancelled:placeholder", "--constraint-add", "node.labels.hpcjobs-cancelled==true",
-        "--label-add", "hpcjobs.cancelled=true", CAP]]
-    assert backend.cancel_argv([CAP, CAPC]) == ["docker", "service", "scale", "--detach", f"{CAP}=0", f"{CAPC}=0"]
+        "--label-add", "hpcjobs.cancelled=true", "--", CAP]]
+    assert backend.cancel_argv([CAP, CAPC]) == ["docker", "service", "scale", "--detach", "--", f"{CAP}=0",
+                                                f"{CAPC}=0"]
     assert SwarmBackend().tag_query_argvs("cap", "me") == [
         ["docker", "service", "ls", "--filter", "label=hpcjobs.name=cap", "--format", "cap\t{{json .}}"]]
 

@@ -91,7 +91,7 @@ class FakeSlurm:
                     lines.append(f"{task}|{j}|{state}|{code}|{reason}|{self.jobs[j]['name']}|")
             out = "".join(line + "\n" for line in lines)
         elif name == "scancel":
-            self.cancelled.update(argv[1:])
+            self.cancelled.update(a for a in argv[1:] if a != "--")
         elif name == "sacctmgr":
             out = ""
         if check and rc:
@@ -327,7 +327,7 @@ def test_status_maps_real_dependency_never_satisfied(tmp_path: Path, monkeypatch
     monkeypatch.setattr(process, "run_command", recorded)
     st = sweep_status(prepared.sweep_id, root=tmp_path / "sweeps", client=_client())
     assert [c[0] for c in recorded.calls] == ["sacct", "squeue", "scancel"]
-    assert recorded.calls[-1] == ["scancel", "9544"]
+    assert recorded.calls[-1] == ["scancel", "--", "9544"]
     assert st.upstream_cancelled == ("9544",)
     assert [(p.state, p.state_raw) for p in st.points] == [("CANCELLED", BLOCKED_STATE_RAW)] * 2
     data = json.loads(json.dumps(st.as_dict()))

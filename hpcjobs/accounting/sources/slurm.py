@@ -98,8 +98,10 @@ def sacct_accounting_argv(
         argv.append("--user=" + ",".join(users))
     if accounts:
         argv.append("--accounts=" + ",".join(accounts))
-    if job_ids:
-        argv.append("--jobs=" + ",".join(job_ids))
+    if job_ids:  # read from a ledger: checked, so that none adds another id or option (a comma, a space)
+        from hpcjobs.schedulers.slurm import SlurmBackend
+
+        argv.append("--jobs=" + ",".join(SlurmBackend().check_job_ids(job_ids)))
     if states:
         argv.append("--state=" + ",".join(states))
     if not steps:

@@ -201,20 +201,25 @@ def query_swarm(sweep_folder: str | Path | None = None, timeout: float = 120.0) 
     Raises:
         CommandError: docker failed (its argv, exit code and stderr attached).
     """
+    from hpcjobs.schedulers.swarm import SwarmBackend
+
+    backend = SwarmBackend()  # its grammar checks every name and id docker printed before it goes into an argv
     objects: list[Mapping[str, Any]] = saved_records(sweep_folder) if sweep_folder is not None else []
-    names = process.run_command(["docker", "service", "ls", "--filter", "label=hpcjobs.tag", "--format", "{{.Name}}"],
-                        timeout=timeout).stdout.split()
+    listing = ["docker", "service", "ls", "--filter", "label=hpcjobs.tag", "--format", "{{.Name}}"]
+    names = backend.check_job_ids(process.run_command(listing, timeout=timeout).stdout.split(),
+                                  source="the output of `docker service ls`")
     if names:
-        task_ids = process.run_command(["docker", "service", "ps", "--no-trunc", "--quiet", *names], timeout=timeout,
-                               check=False).stdout.split()
-        found = _objects(_loads(process.run_command(["docker", "inspect", *names, *task_ids], timeout=timeout,
-                                            check=False).stdout))
+        task_ids = backend.check_object_ids(
+            process.run_command(["docker", "service", "ps", "--no-trunc", "--quiet", "--", *names], timeout=timeout,
+                                check=False).stdout.split(), source="the output of `docker service ps`")
+        found = _objects(_loads(process.run_command(backend.inspect_argv([*names, *task_ids]), timeout=timeout,
+                                                    check=False).stdout))
         cids = [str(((o.get("Status") or {}).get("ContainerStatus") or {}).get("ContainerID", "")) for o in found
                 if "ServiceID" in o]
-        cids = [c for c in cids if c]
+        cids = backend.check_object_ids([c for c in cids if c], source="the output of `docker inspect`")
         if cids:
-            found += _objects(_loads(process.run_command(["docker", "inspect", "--type", "container", *cids],
-                                                 timeout=timeout, check=False).stdout))
+            found += _objects(_loads(process.run_command(["docker", "inspect", "--type", "container", "--", *cids],
+                                                         timeout=timeout, check=False).stdout))
         objects += found
     return rows_to_frame(swarm_rows(objects))
 
