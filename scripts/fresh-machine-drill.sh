@@ -175,22 +175,18 @@ set +e
     | while IFS= read -r line; do
         printf '%s\n' "$line" >>"$LOG"
         case $line in
-            "== running the tests") echo "$(( SECONDS - suite_start ))" >"$DRILL/tests-began" ;;
-        esac
-        case $line in
             "== "*|*"ERROR"*|*"FAILED"*|*" passed"*|*" failed"*) printf '[drill %5ss] %s\n' "$(( SECONDS - T0 ))" "$line" >&2 ;;
         esac
     done
 rc=${PIPESTATUS[0]}
 set -e
 total=$(( SECONDS - suite_start ))
-began=$(cat "$DRILL/tests-began" 2>/dev/null || echo "$total")
 
 log "---------------------------------------------------------------- summary"
-grep -E '^== (Slurm|OpenPBS|Swarm|Kubernetes|all testbeds).* (up in|ready) ' "$LOG" | sed 's/^== /  /' >&2 || true
-printf '  setup (install, testbeds, torch) %d s\n  pytest %d s\n  scripts/test.sh in all %d s (%d min)\n' \
-    "$began" "$(( total - began ))" "$total" "$(( total / 60 ))" >&2
-printf '  last pytest line: %s\n' "$(grep -E '(passed|failed|error)' "$LOG" | tail -1)" >&2
+# what scripts/test.sh timed: each testbed, the Kubernetes build, each part of the suite
+grep -E '^== .*( up in | ready | took )[0-9]+ s' "$LOG" | sed 's/^== /  /' >&2 || true
+grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$LOG" | sed 's/^/  pytest: /' >&2 || true
+printf '  scripts/test.sh in all %d s (%d min)\n' "$total" "$(( total / 60 ))" >&2
 if apt-get update -q >/dev/null 2>&1; then log "apt works after the run"; else log "apt-get update FAILS after the run"; ((rc)) || rc=1; fi
 mkdir -p /var/tmp/hpcjobs-drill-logs
 cp "$LOG" "/var/tmp/hpcjobs-drill-logs/$(date +%Y%m%d-%H%M%S)-rc$rc.log"

@@ -8,49 +8,21 @@
 #
 # As root with apt (CI, a fresh Debian 12 box) it installs and starts everything. Elsewhere it runs
 # what it can: tests that need Slurm skip with the reason, except under CI=true where they fail.
+#
+# With no arguments, as root, the suite runs in three parts so that a fresh machine does not wait for
+# builds: the tests that need no testbed run while the testbeds are installed and built (the builds
+# niced, so the tests keep their CPU), then the Slurm, OpenPBS and Swarm tests while the Kubernetes
+# build finishes, then the Kubernetes tests. Every part runs whatever the one before it gave; the exit
+# status is 0 only when all of them passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 log() { printf '\n== %s\n' "$*" >&2; }
+TESTBED_MARKS="slurm or pbs or swarm or kubernetes"
 
 log "installing hpcjobs and its test dependencies"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[test]"
-
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    die() { log "ERROR: $*"; exit 1; }
-    # shellcheck source=tests/testbed_lib.sh
-    . tests/testbed_lib.sh                   # apt_need: installs what is missing, never leaves apt broken
-    apt_need shellcheck chromium             # every script must pass shellcheck; the HTML report is screenshotted
-    testbeds_t0=$(date +%s)
-    log "starting the one-node Slurm testbed"
-    start=$(date +%s)
-    bash tests/slurm/testbed.sh start
-    log "Slurm testbed up in $(( $(date +%s) - start )) s"
-    # Kubernetes' server binaries take longest when there is no cached build (Debian's source package,
-    # 16-20 min on 2 cores): that build runs beside the OpenPBS and Swarm starts (apt is taken in turn)
-    log "building or restoring the Kubernetes server binaries in the background"
-    k8s_build_start=$(date +%s)
-    bash tests/kubernetes/testbed.sh build &
-    k8s_build_pid=$!
-    log "starting the one-node OpenPBS testbed (restores a cached build, or builds the vendored source)"
-    start=$(date +%s)
-    bash tests/pbs/testbed.sh start
-    log "OpenPBS testbed up in $(( $(date +%s) - start )) s"
-    log "starting the one-node Docker Swarm testbed (docker.io from Debian)"
-    start=$(date +%s)
-    bash tests/swarm/testbed.sh start
-    log "Swarm testbed up in $(( $(date +%s) - start )) s"
-    wait "$k8s_build_pid" || { log "the Kubernetes build failed (its messages are above)"; exit 1; }
-    log "Kubernetes server binaries ready $(( $(date +%s) - k8s_build_start )) s after the build began"
-    log "starting the one-node Kubernetes testbed"
-    start=$(date +%s)
-    bash tests/kubernetes/testbed.sh start
-    log "Kubernetes testbed up in $(( $(date +%s) - start )) s"
-    log "all testbeds up in $(( $(date +%s) - testbeds_t0 )) s"
-else
-    log "not root with apt-get: not starting the testbeds (tests marked 'slurm', 'pbs', 'swarm' and 'kubernetes' will skip)"
-fi
 
 # PyTorch for the distributed-launch tests (DDP on gloo through the torchrun template). Pinned: this exact
 # version is the CPU build these machines carry on disk; an unpinned torch pulls a CUDA build of several GB.
@@ -60,5 +32,90 @@ if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
         || log "torch could not be installed: the DDP tests will skip (and fail under CI=true)"
 fi
 
-log "running the tests"
-exec "$PYTHON" -m pytest "$@"
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    log "not root with apt-get: not starting the testbeds (tests marked 'slurm', 'pbs', 'swarm' and 'kubernetes' will skip)"
+    log "running the tests"
+    exec "$PYTHON" -m pytest "$@"
+fi
+
+die() { log "ERROR: $*"; exit 1; }
+# shellcheck source=tests/testbed_lib.sh
+. tests/testbed_lib.sh                       # apt_need: installs what is missing, never leaves apt broken
+apt_need shellcheck chromium                 # every script must pass shellcheck; the HTML report is screenshotted
+
+testbeds_t0=$SECONDS
+TESTBED_LOGS=$(mktemp -d "${TMPDIR:-/tmp}/hpcjobs-testbeds.XXXXXX")
+
+# Slurm, then OpenPBS (restores a cached build, or builds the vendored source, niced), then Swarm.
+# Each line it logs starts with "== ", like this script's own.
+start_slurm_pbs_swarm() {
+    local start
+    start=$SECONDS
+    bash tests/slurm/testbed.sh start || { log "the Slurm testbed did not start"; return 1; }
+    log "Slurm testbed up in $(( SECONDS - start )) s"
+    start=$SECONDS
+    nice -n 10 bash tests/pbs/testbed.sh build || { log "the OpenPBS build failed"; return 1; }
+    bash tests/pbs/testbed.sh start || { log "the OpenPBS testbed did not start"; return 1; }
+    log "OpenPBS testbed up in $(( SECONDS - start )) s"
+    start=$SECONDS
+    bash tests/swarm/testbed.sh start || { log "the Docker Swarm testbed did not start"; return 1; }
+    log "Swarm testbed up in $(( SECONDS - start )) s"
+}
+
+# Kubernetes' server binaries take longest when there is no cached build (Debian's source package,
+# 10-20 min on 2 cores): that build starts first and runs niced beside everything else (apt is taken in turn).
+log "building or restoring the Kubernetes server binaries in the background (log: $TESTBED_LOGS/kubernetes-build.log)"
+nice -n 10 bash tests/kubernetes/testbed.sh build >"$TESTBED_LOGS/kubernetes-build.log" 2>&1 &
+k8s_build_pid=$!
+log "starting the Slurm, OpenPBS and Docker Swarm testbeds in the background (log: $TESTBED_LOGS/testbeds.log)"
+start_slurm_pbs_swarm >"$TESTBED_LOGS/testbeds.log" 2>&1 &
+testbeds_pid=$!
+# whatever happens below, this script never exits while a testbed script still runs (it may hold apt);
+# the logs are printed into this script's output, so their folder goes
+trap 'wait "$testbeds_pid" "$k8s_build_pid" 2>/dev/null || true; rm -rf "$TESTBED_LOGS"' EXIT
+
+wait_testbeds() {
+    local rc=0
+    wait "$testbeds_pid" || rc=$?
+    cat "$TESTBED_LOGS/testbeds.log" >&2
+    ((rc == 0)) || die "a testbed did not start (its messages are above)"
+    log "Slurm, OpenPBS and Swarm testbeds up in $(( SECONDS - testbeds_t0 )) s"
+}
+
+wait_kubernetes() {
+    local rc=0 start
+    wait "$k8s_build_pid" || rc=$?
+    cat "$TESTBED_LOGS/kubernetes-build.log" >&2
+    ((rc == 0)) || die "the Kubernetes build failed (its messages are above)"
+    log "Kubernetes server binaries ready $(( SECONDS - testbeds_t0 )) s after the build began"
+    log "starting the one-node Kubernetes testbed"
+    start=$SECONDS
+    bash tests/kubernetes/testbed.sh start
+    log "Kubernetes testbed up in $(( SECONDS - start )) s"
+    log "all testbeds up in $(( SECONDS - testbeds_t0 )) s"
+}
+
+if (($#)); then
+    # pytest arguments of the caller's own: every testbed first, then one pytest run as asked
+    wait_testbeds
+    wait_kubernetes
+    log "running the tests"
+    exec "$PYTHON" -m pytest "$@"
+fi
+
+rc=0
+part() {  # part NAME MARK-EXPRESSION: one pytest run; its time, and a failure kept for the exit status
+    local start=$SECONDS part_rc=0
+    log "running the tests $1"
+    "$PYTHON" -m pytest -m "$2" || part_rc=$?
+    log "the tests $1 took $(( SECONDS - start )) s (pytest exit $part_rc)"
+    ((part_rc == 0)) || rc=$part_rc
+}
+
+part "that need no testbed (while the testbeds start)" "not ($TESTBED_MARKS)"
+wait_testbeds
+part "on the Slurm, OpenPBS and Swarm testbeds" "slurm or pbs or swarm"
+wait_kubernetes
+part "on the Kubernetes testbed" "kubernetes"
+log "suite done: pytest exit status $rc"
+exit "$rc"

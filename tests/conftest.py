@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# No test is timed (performance targets are checked by benchmarks/): hypothesis' per-example deadline
+# would fail a property test on a loaded 2-core machine, where the suite's parts run beside builds.
+settings.register_profile("hpcjobs", deadline=None)
+settings.load_profile("hpcjobs")
+
+# `python -m hpcjobs` in a test's subprocess imports this checkout, whichever checkout is installed
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(ROOT), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(ROOT))])
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
