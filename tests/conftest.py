@@ -49,3 +49,20 @@ def isolated_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.delenv("HPCJOBS_TEMPLATE_PATH", raising=False)
     monkeypatch.delenv("HPCJOBS_SITE", raising=False)
     return home
+
+
+@pytest.fixture
+def pbs_clients_stubbed(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``$HPCJOBS_PBS_BIN`` at a folder of stub PBS clients, for tests that fake the process seam.
+
+    Which ``qstat`` the machine holds (OpenPBS's in ``/opt/pbs/bin``, Slurm's wrapper from
+    ``slurm-wlm-torque`` on ``PATH``, or none) must not change such a test's outcome; the stubs only
+    exist to be found, and fail loudly if a test runs one for real.
+    """
+    folder = tmp_path_factory.mktemp("pbs-clients")
+    for name in ("qsub", "qstat", "qdel", "qrls", "qhold", "qalter", "qmgr", "pbsnodes", "tracejob"):
+        stub = folder / name
+        stub.write_text(f"#!/bin/sh\necho 'stub {name}: this test fakes the process seam' >&2\nexit 127\n")
+        stub.chmod(0o755)
+    monkeypatch.setenv("HPCJOBS_PBS_BIN", str(folder))
+    return folder

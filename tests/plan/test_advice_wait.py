@@ -204,6 +204,7 @@ def test_cli_no_history_and_from_file_alone_query_nothing(monkeypatch: pytest.Mo
     assert fake.calls == []
 
 
+@pytest.mark.usefixtures("pbs_clients_stubbed")
 def test_pbs_history_from_recorded_qstat_x(monkeypatch: pytest.MonkeyPatch) -> None:
     """PBS Pro: ``qstat -x -f -F json`` through the process seam; real OpenPBS 23.06 output (eth-cscs/firecrest-v2,
     BSD-3-Clause, see tests/data/SOURCES.md): three 5-minute jobs on ``workq`` that started at once."""

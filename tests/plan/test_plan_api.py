@@ -148,6 +148,7 @@ def test_history_wait_fills_the_rows(fake: FakeScheduler, monkeypatch: pytest.Mo
     assert plan.reason.endswith("(tied with gpu); median wait of 4 similar jobs 25s (next best 10m)")
 
 
+@pytest.mark.usefixtures("pbs_clients_stubbed")
 def test_pbs_rows_show_the_queue_state(monkeypatch: pytest.MonkeyPatch) -> None:
     busy = (DATA / "openpbs-23.06_qstat-Q-f-F-json_busy.json").read_text()
     f = FakeScheduler({}, qstat=busy)

@@ -65,6 +65,7 @@ def test_torque_parse_status_real_xml():
     assert get_backend("torque").same_job(sub.array_job_id, "673175[].superserver.stanford.edu")
 
 
+@pytest.mark.usefixtures("pbs_clients_stubbed")
 def test_unknown_ids_do_not_hide_known_ones(monkeypatch):
     known = next((DATA / "pbs").rglob("*qstat-F-json-f-1-x.json")).read_text()
 
@@ -76,6 +77,7 @@ def test_unknown_ids_do_not_hide_known_ones(monkeypatch):
     assert recs
 
 
+@pytest.mark.usefixtures("pbs_clients_stubbed")
 def test_other_qstat_errors_raise(monkeypatch):
     def fake(argv, *, timeout=60.0, input=None, env=None, cwd=None, check=True):
         return CommandResult(tuple(argv), 1, "", "qstat: cannot connect to server pbs (errno=15010)\n", 0.0)
