@@ -201,7 +201,8 @@ class SchedulerClient:
     def _fallback_status(self, job_ids: Sequence[str], *, check: bool) -> list[JobStatus]:
         with process.output_limits(STATUS_MAX_STDOUT):
             res = self.run(self.backend.fallback_status_argv(job_ids), check=False)  # type: ignore[attr-defined]
-        if res.returncode == 0 or res.stdout.strip():
+        tolerable = getattr(self.backend, "tolerable_status_error", None)
+        if res.returncode == 0 or res.stdout.strip() or (tolerable is not None and tolerable(res.stderr)):
             with reading_output_of(res.argv, res.stdout, res.returncode):
                 return self.backend.parse_fallback_status(res.stdout)  # type: ignore[attr-defined, no-any-return]
         if check:

@@ -109,6 +109,22 @@ class SlurmBackend(JobIdGrammar):
         """Whether a failed status call means "no accounting here" (so the fallback should be used)."""
         return any(msg.lower() in stderr.lower() for msg in ACCOUNTING_UNAVAILABLE)
 
+    def tolerable_status_error(self, stderr: str) -> bool:
+        """``squeue --jobs=ID`` of one job it no longer knows exits 1 ("Invalid job id specified").
+
+        With several ids it exits 0 and lists the ones it knows; with one, the exit is the answer
+        "none of them" (seen on Slurm 22.05).
+        """
+        return "invalid job id specified" in stderr.lower()
+
+    def accounting_disabled(self, stderr: str) -> bool:
+        """Whether a failed ``sacct`` says this cluster keeps no accounting (not that slurmdbd is down).
+
+        Only then is ``squeue`` the whole truth about the user's jobs; any other failure of ``sacct``
+        leaves finished jobs unaccounted for.
+        """
+        return "accounting storage is disabled" in stderr.lower()
+
     def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
         """``scancel -- IDS``: all ``job_ids`` in one call (``--``: none of them is read as an option)."""
         return ["scancel", "--", *self.check_job_ids(job_ids)]

@@ -39,6 +39,8 @@ LOST_AFTER_POLLS = 3
 #: ... over at least the lookup time, and only while the scheduler's history still covers it
 #: (the tag query reads 14 days of ``sacct``; PBS keeps two weeks of history by default).
 LOST_MAX_AGE_S = 7 * 86400.0
+#: Further tries of a history query that failed, with backoff, before a lookup is inconclusive.
+HISTORY_RETRIES = 3
 
 
 def default_lookup_seconds() -> float:
@@ -100,22 +102,41 @@ def tagged_jobs(client: SchedulerClient, sweep_id: str, name: str, user: str, *,
     found: dict[str, list[str]] = {}
     conclusive = True
     for i, argv in enumerate(argvs if history else argvs[:1]):
+        # Any query that does not answer makes the lookup inconclusive: a job that finished and left
+        # the live queue is only in the history, so a failed history query is never "not submitted".
+        # The one exception is a scheduler that says it keeps no history at all (Slurm without
+        # accounting storage): its live queue is all there is to ask.
         try:
             result = client.run(argv, check=False)
-            pairs = backend.parse_tag_query(result.stdout)  # type: ignore[attr-defined]
         except HpcJobsError as exc:
             log.warning("could not look up submissions (%s)", exc)
-            conclusive = conclusive and i > 0
-            continue
-        if result.returncode != 0 and i == 0:
-            log.warning("could not look up submissions: %s exited %d: %s", argv[0], result.returncode,
-                        printable(result.stderr.strip()[:500]))
             conclusive = False
+            continue
+        if result.returncode != 0:
+            no_history = i > 0 and _keeps_no_history(backend, result.stderr)
+            log.warning("could not look up submissions: %s exited %d: %s%s", argv[0], result.returncode,
+                        printable(result.stderr.strip()[:500]),
+                        " (the scheduler keeps no history: its live queue decides)" if no_history else "")
+            conclusive = conclusive and no_history
+            if not result.stdout.strip():
+                continue
+        try:
+            pairs = backend.parse_tag_query(result.stdout)  # type: ignore[attr-defined]
+        except HpcJobsError as exc:
+            log.warning("could not read the submissions %s listed (%s)", argv[0], exc)
+            conclusive = False
+            continue
         for job_id, comment in pairs:
             tag = parse_job_tag(comment)
             if tag and tag.sweep_id == sweep_id and job_id not in found.setdefault(tag.token, []):
                 found[tag.token].append(job_id)
     return TagLookup({t: sorted(j, key=numeric_job_order) for t, j in found.items()}, conclusive)
+
+
+def _keeps_no_history(backend: object, stderr: str) -> bool:
+    """Whether a failed history query says the scheduler keeps no history (not that it is down)."""
+    disabled = getattr(backend, "accounting_disabled", None)
+    return bool(disabled is not None and disabled(stderr))
 
 
 def await_tokens(client: SchedulerClient, tokens: Collection[str], sweep_id: str, name: str, user: str, *,
@@ -125,7 +146,9 @@ def await_tokens(client: SchedulerClient, tokens: Collection[str], sweep_id: str
     """Poll the live queue (one query per poll, backoff ``initial`` doubling to ``maximum``) for ``tokens``.
 
     Returns as soon as every token is found. When the time is up, a last query that includes the
-    scheduler's history decides (a job may already have finished and left the queue).
+    scheduler's history decides (a job may already have finished and left the queue). A history
+    query that fails is asked again :data:`HISTORY_RETRIES` times with backoff; still failing, the
+    lookup is inconclusive: the callers then submit nothing for what it did not find.
 
     Args:
         seconds: How long to keep looking (the waits never add up to more).
@@ -145,7 +168,17 @@ def await_tokens(client: SchedulerClient, tokens: Collection[str], sweep_id: str
         waited += delay
         delay = min(delay * 2, maximum)
     final = tagged_jobs(client, sweep_id, name, user, history=True)
-    return TagLookup(final.found, final.conclusive, waited)
+    # The history did not answer (accounting down, a timeout): ask again with backoff a few times
+    # before the caller is told that nothing can be concluded (it then submits nothing).
+    for _ in range(HISTORY_RETRIES):
+        if final.conclusive or wanted <= set(final.found):
+            break
+        sleep(delay)
+        waited += delay
+        delay = min(delay * 2, maximum)
+        final = tagged_jobs(client, sweep_id, name, user, history=True)
+    conclusive = final.conclusive or wanted <= set(final.found)
+    return TagLookup(final.found, conclusive, waited)
 
 
 def settle_unseen(ledger: Ledger, client: SchedulerClient, subs: Sequence[Submission],
@@ -174,6 +207,13 @@ def settle_unseen(ledger: Ledger, client: SchedulerClient, subs: Sequence[Submis
     meta = ledger.meta
     name = str(meta.extra.get("name") or meta.sweep_id.rsplit("-", 1)[0])
     look = tagged_jobs(client, meta.sweep_id, name, user or getpass.getuser())
+    if not look.conclusive:
+        undecided = [s for s in due if not look.found.get(s.token)]
+        if undecided:
+            log.warning("%d job(s) of sweep %s are not in the scheduler's live queue and its accounting did not "
+                        "answer: their points keep their last known state until it does (%s)", len(undecided),
+                        meta.sweep_id, ", ".join(str(s.job_id) for s in undecided[:5])
+                        + (", ..." if len(undecided) > 5 else ""))
     lost = []
     for s in due:
         jobs = look.found.get(s.token)

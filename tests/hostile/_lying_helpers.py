@@ -15,6 +15,11 @@ Each ``sbatch`` call takes the next fate from ``script``:
 
 Time only moves when the code under test sleeps (``fake.sleep``); ``squeue`` shows a job once the fake
 time reaches its ``visible_at``. ``squeue_broken`` makes the tag query fail (exit 1).
+
+Accounting: with ``accounting_knows`` set, ``sacct`` answers the tag query and the status calls for
+every job it has seen (else it lags: the tag query finds nothing). ``accounting_down`` makes every
+``sacct`` exit 1 as it does while slurmdbd is down. :meth:`LyingSlurm.finish` ends a job's tasks and
+:meth:`LyingSlurm.purge` takes a finished job out of ``squeue`` (``MinJobAge`` passed).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from hpcjobs.errors import CommandError, CommandTimeout
 from hpcjobs.process import CommandResult
 
 SOCKET = "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation\n"
+#: What sacct prints while slurmdbd is down (exit 1).
+DBD_DOWN = "sacct: error: Problem talking to the database: Connection refused\n"
 
 
 @dataclass
@@ -39,6 +46,8 @@ class FakeJob:
     name: str
     visible_at: float
     state: str = "PENDING"
+    #: Still in ``squeue`` (``False`` once ``MinJobAge`` passed after it ended).
+    in_queue: bool = True
 
 
 @dataclass
@@ -49,6 +58,8 @@ class LyingSlurm:
     delay: float = 3.0
     now: float = 0.0
     squeue_broken: bool = False
+    accounting_knows: bool = False
+    accounting_down: bool = False
     jobs: dict[str, FakeJob] = field(default_factory=dict)
     calls: list[list[str]] = field(default_factory=list)
     next_id: int = 100
@@ -65,8 +76,20 @@ class LyingSlurm:
         return job_id
 
     def visible(self) -> list[FakeJob]:
-        """Jobs the scheduler shows now."""
-        return [j for j in self.jobs.values() if j.visible_at <= self.now]
+        """Jobs the scheduler's queue shows now."""
+        return [j for j in self.jobs.values() if j.visible_at <= self.now and j.in_queue]
+
+    def accounted(self) -> list[FakeJob]:
+        """Jobs accounting knows now (queued ones and those that left the queue)."""
+        return [j for j in self.jobs.values() if j.visible_at <= self.now] if self.accounting_knows else []
+
+    def finish(self, job_id: str, state: str = "COMPLETED") -> None:
+        """End every task of ``job_id``."""
+        self.jobs[job_id].state = state
+
+    def purge(self, job_id: str) -> None:
+        """``MinJobAge`` passed: the job leaves ``squeue`` (accounting still knows it)."""
+        self.jobs[job_id].in_queue = False
 
     def __call__(self, argv, *, timeout=60.0, input=None, env=None, cwd=None, check=True):
         argv = [str(a) for a in argv]
@@ -85,15 +108,22 @@ class LyingSlurm:
             else:
                 wanted = next(a.split("=", 1)[1] for a in argv if a.startswith("--name="))
                 out = "".join(f"{j.job_id}|{j.comment}\n" for j in self.visible() if j.name == wanted)
+        elif cmd == "sacct" and self.accounting_down:
+            rc, err = 1, DBD_DOWN
         elif cmd == "sacct" and "--format=JobID,Comment" in argv:
-            out = ""  # accounting lags: only squeue knows the jobs
+            wanted = next(a.split("=", 1)[1] for a in argv if a.startswith("--name="))
+            out = "".join(f"{j.job_id}|{j.comment}\n" for j in self.accounted() if j.name == wanted)
         elif cmd == "sacct":
             out = self._status(argv, "sacct")
         elif cmd == "squeue":
             out = self._status(argv, "squeue")
-            rc = 0 if out else 1
+            ids = next(a.split("=", 1)[1] for a in argv if a.startswith("--jobs=")).split(",")
+            if not out and len(ids) == 1:  # as squeue 22.05: one unknown id exits 1, several exit 0
+                rc, err = 1, "slurm_load_jobs error: Invalid job id specified\n"
         elif cmd == "scancel":
             for j in argv[1:]:
+                if j == "--":
+                    continue
                 if j in self.jobs:
                     self.jobs[j].state = "CANCELLED"
         if check and rc:
@@ -136,7 +166,7 @@ class LyingSlurm:
         lines = []
         for j in ids:
             job = self.jobs.get(j)
-            if job is None or job.visible_at > self.now:
+            if job is None or job.visible_at > self.now or (cmd == "squeue" and not job.in_queue):
                 continue
             start, end = job.array.split("%")[0].split("-")
             for i in range(int(start), int(end) + 1):

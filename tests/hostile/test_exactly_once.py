@@ -1,0 +1,164 @@
+"""Exactly once when the scheduler's memory is not there: accounting down, a ledger deleted, a requeue.
+
+Each case drives the real submitter, ledger and status poll against :class:`LyingSlurm` (the subprocess
+seam replaced, time moved by the injected sleep) and counts what ran: a point may wait, or the command
+may stop and say what it cannot decide, but no point is ever in two live jobs, and none is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from hpcjobs import process
+from hpcjobs.errors import SubmitError
+from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.schedulers.registry import get_backend
+from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.lookup import LOOKUP_ENV
+from hpcjobs.sweep.prepare import prepare_sweep
+from hpcjobs.sweep.submitter import RetryPolicy, SweepSubmitter, open_ledger, poll_status
+from tests.hostile._lying_helpers import LyingSlurm, experiment
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = str(ROOT / "tests" / "sites" / "hpctest-small-arrays.yaml")  # chunks of 5 points
+
+
+class Crash(BaseException):
+    """The submitter dies (kill -9) right after a call returned."""
+
+
+def _prepare(tmp_path: Path, fake: LyingSlurm, monkeypatch: pytest.MonkeyPatch, n: int = 15):
+    monkeypatch.setattr(process, "run_command", fake)
+    monkeypatch.chdir(tmp_path)
+    return prepare_sweep(experiment(tmp_path, n), site=SMALL, root=tmp_path / "sweeps")
+
+
+def _submitter(prepared, ledger: Ledger, fake: LyingSlurm) -> SweepSubmitter:
+    return SweepSubmitter(prepared, ledger, SchedulerClient(get_backend("slurm")), sleep=fake.sleep,
+                          retry=RetryPolicy(attempts=4, initial=0.5, lookup_s=60.0))
+
+
+def _points_run(fake: LyingSlurm, folder: Path) -> Counter[str]:
+    """Point id → how many jobs the fake holds for it (cancelled ones excluded)."""
+    runs: Counter[str] = Counter()
+    for job in fake.live():
+        chunk = int(job.comment.split(":")[2])
+        runs.update((folder / "chunks" / f"{chunk}.ids").read_text().split())
+    return runs
+
+
+def _crash_after_sbatch(fake: LyingSlurm, monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
+    calls = {"n": 0}
+
+    def crashing(argv, **kw):
+        result = fake(argv, **kw)
+        if argv[0] == "sbatch":
+            calls["n"] += 1
+            if calls["n"] == nth:
+                raise Crash  # queued; the submitter dies before recording the id
+        return result
+
+    monkeypatch.setattr(process, "run_command", crashing)
+
+
+def test_accounting_down_on_resume_submits_nothing_and_names_the_chunk(tmp_path, monkeypatch):
+    """Killed after sbatch queued chunk 1; the job ended and left squeue; sacct fails on the rerun."""
+    fake = LyingSlurm(accounting_knows=True)
+    prepared = _prepare(tmp_path, fake, monkeypatch)
+    ledger = open_ledger(prepared)
+    _crash_after_sbatch(fake, monkeypatch, nth=2)
+    with pytest.raises(Crash):
+        _submitter(prepared, ledger, fake).submit()
+    ledger.close()
+    monkeypatch.setattr(process, "run_command", fake)
+    unrecorded = max(fake.jobs, key=int)
+    fake.finish(unrecorded)
+    fake.purge(unrecorded)
+    fake.accounting_down = True
+    with Ledger.open(prepared.folder) as ledger:
+        with pytest.raises(SubmitError, match="unresolved") as err:
+            _submitter(prepared, ledger, fake).submit()
+        assert "run the same command again" in str(err.value)
+        assert fake.sbatch_calls() == 2  # nothing submitted, not even the chunk never tried
+        assert ledger.check_invariants() == []
+    fake.accounting_down = False  # slurmdbd is back: the rerun finds the job by its tag
+    with Ledger.open(prepared.folder) as ledger:
+        report = _submitter(prepared, ledger, fake).submit()
+        assert report.recovered == 1
+        assert ledger.check_invariants() == []
+    runs = _points_run(fake, prepared.folder)
+    assert set(runs) == {p.point_id for p in prepared.points} and set(runs.values()) == {1}, runs
+
+
+def test_history_failing_after_an_ambiguous_answer_is_not_a_no(tmp_path, monkeypatch):
+    """A lost sbatch answer, the job already gone from squeue, sacct down: the chunk is not sent again."""
+    fake = LyingSlurm(script=["timeout"], delay=0.0, accounting_knows=True)
+    prepared = _prepare(tmp_path, fake, monkeypatch, n=5)
+    ledger = open_ledger(prepared)
+    real = fake._queue
+
+    def queued_and_gone(*args, **kw):  # the job runs at once and leaves squeue before anyone looks
+        job_id = real(*args, **kw)
+        fake.finish(job_id)
+        fake.purge(job_id)
+        return job_id
+
+    fake._queue = queued_and_gone
+    fake.accounting_down = True
+    with pytest.raises(SubmitError, match="ambiguous"):
+        _submitter(prepared, ledger, fake).submit()
+    assert fake.sbatch_calls() == 1
+    fake.accounting_down = False
+    _submitter(prepared, ledger, fake).submit()
+    assert fake.sbatch_calls() == 1 and ledger.summary() == {"SUBMITTED": 5}
+    ledger.close()
+
+
+def test_accounting_down_while_polling_loses_nothing_and_says_so(tmp_path, monkeypatch, caplog):
+    """Arrays end and leave squeue while sacct fails: the points keep their state, none goes again."""
+    monkeypatch.setenv(LOOKUP_ENV, "0")  # no grace period: only the scheduler's answers decide
+    fake = LyingSlurm(accounting_knows=True)
+    prepared = _prepare(tmp_path, fake, monkeypatch)
+    ledger = open_ledger(prepared)
+    _submitter(prepared, ledger, fake).submit()
+    assert ledger.summary() == {"SUBMITTED": 15}
+    for job_id in fake.jobs:
+        fake.finish(job_id)
+        fake.purge(job_id)
+    fake.accounting_down = True
+    client = SchedulerClient(get_backend("slurm"))
+    with caplog.at_level(logging.WARNING, logger="hpcjobs.sweep"):
+        for _ in range(6):
+            poll_status(ledger, client)
+            assert ledger.summary() == {"SUBMITTED": 15}
+    assert any("accounting did not answer" in r.getMessage() for r in caplog.records)
+    assert _submitter(prepared, ledger, fake).submit().points_submitted == 0
+    assert fake.sbatch_calls() == 3
+    fake.accounting_down = False
+    poll_status(ledger, client)
+    assert ledger.summary() == {"COMPLETED": 15}
+    assert ledger.check_invariants() == []
+    ledger.close()
+
+
+def test_a_cluster_without_accounting_still_decides_from_its_queue(tmp_path, monkeypatch):
+    """sacct saying accounting storage is disabled is no outage: squeue is the whole truth there."""
+    fake = LyingSlurm(script=["lost"], accounting_knows=True)
+    prepared = _prepare(tmp_path, fake, monkeypatch, n=5)
+    real = fake.__call__
+
+    def no_accounting(argv, **kw):
+        if argv[0] == "sacct":
+            from hpcjobs.process import CommandResult
+
+            return CommandResult(tuple(argv), 1, "", "sacct: error: Slurm accounting storage is disabled\n", 0.0)
+        return real(argv, **kw)
+
+    monkeypatch.setattr(process, "run_command", no_accounting)
+    with open_ledger(prepared) as ledger:
+        _submitter(prepared, ledger, fake).submit()  # lost, looked up (not queued), submitted again
+        assert fake.sbatch_calls() == 2 and ledger.summary() == {"SUBMITTED": 5}
