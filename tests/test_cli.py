@@ -135,6 +135,8 @@ def _fake_sbatch(monkeypatch, rc: int, stdout: str, stderr: str) -> list[list[st
 
     def fake(argv, *, timeout=60.0, input=None, env=None, cwd=None, check=True):
         calls.append(list(argv))
+        if argv[0] != "sbatch":  # the queue and accounting answer: no job of this request yet
+            return CommandResult(tuple(argv), 0, "", "", 0.0)
         if check and rc:
             raise CommandError(argv, rc, stdout, stderr)
         return CommandResult(tuple(argv), rc, stdout, stderr, 0.0)
@@ -151,7 +153,8 @@ def test_submit_json(runner, tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert out["job_id"] == "4242" and out["scheduler"] == "slurm"
-    assert calls[0][:2] == ["sbatch", "--parsable"] and calls[0][2] == f"--comment={out['tag']}"
+    (sbatch,) = [c for c in calls if c[0] == "sbatch"]
+    assert sbatch[:2] == ["sbatch", "--parsable"] and sbatch[2] == f"--comment={out['tag']}"
     assert Path(out["script"]).is_file()
 
 

@@ -41,7 +41,7 @@ from hpcjobs.sweep.chunk_files import write_chunk_files
 from hpcjobs.sweep.chunks import Chunk, chunk_capacity, is_queue_full, is_transient, plan_chunks, room_in_queue
 from hpcjobs.sweep.identity import IDENTITY_SCHEME, experiment_digest, ledger_digest
 from hpcjobs.sweep.ledger import SUB_FAILED, Ledger, SweepMeta, new_token
-from hpcjobs.sweep.lookup import TagLookup, await_tokens, default_lookup_seconds, settle_unseen
+from hpcjobs.sweep.lookup import TagLookup, await_tokens, default_lookup_seconds, numeric_job_order, settle_unseen
 from hpcjobs.sweep.lookup import tagged_jobs as _tagged_jobs_query
 from hpcjobs.sweep.pack import active_pack, pack_size, packed_tokens, refine_packed, tasks_for
 from hpcjobs.sweep.prepare import PreparedSweep, chunk_script_text, render_chunk_script
@@ -395,7 +395,8 @@ class SweepSubmitter:
             The job ids cancelled.
         """
         subs = {s.token: s for s in self.ledger.submissions(with_points=False)}
-        if not subs:  # a new sweep: nothing of it can be in the scheduler yet
+        if not subs:  # a new ledger: the sweep must have no job in the scheduler yet
+            self._refuse_blind_start()
             return []
         look = self._query()
         if not look.found:
@@ -427,6 +428,33 @@ class SweepSubmitter:
         for j, (token, reason) in strays.items():
             self.ledger.record_stray(j, token, result, reason)
         return list(strays)
+
+    def _refuse_blind_start(self) -> None:
+        """A ledger with no submission yet: make sure the scheduler holds no job of this sweep id.
+
+        The sweep id comes from the experiment, so a ledger deleted (by hand, or by a clean-up
+        script) while its jobs are queued gives the same id a fresh ledger: submitting then would run
+        every point a second time. One tag query (live queue and history) decides.
+
+        Raises:
+            SubmitError: The scheduler holds jobs with this sweep's tag, or it could not be asked.
+        """
+        if getattr(self.client.backend, "tag_query_argvs", None) is None:
+            return  # the scheduler cannot be searched by tag (the local runner keeps its own records)
+        look = self._query()
+        sweep = self.prepared.sweep_id
+        if look.found:
+            jobs = sorted({j for ids in look.found.values() for j in ids}, key=numeric_job_order)
+            shown = " ".join(jobs[:10]) + (" ..." if len(jobs) > 10 else "")
+            raise SubmitError(f"sweep {sweep} has no record of any submission in {self.ledger.path}, but the "
+                              f"scheduler holds {len(jobs)} job(s) with its tag: {shown}. Its ledger was deleted "
+                              "or replaced while they were queued; submitting now would run their points twice. "
+                              "Restore the ledger, or cancel those jobs, then run the same command again")
+        if not look.conclusive:
+            raise SubmitError(f"sweep {sweep} starts with a new ledger, and the scheduler could not be asked "
+                              "whether it already holds jobs of this sweep (its queue or its accounting did not "
+                              "answer: see the warnings above); nothing was submitted. Run the same command again "
+                              "when the scheduler answers")
 
     def _cancel(self, job_ids: list[str], token: str, reason: str) -> None:
         action = self._cancel_all(job_ids)

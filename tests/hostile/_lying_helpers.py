@@ -58,6 +58,8 @@ class LyingSlurm:
     delay: float = 3.0
     now: float = 0.0
     squeue_broken: bool = False
+    #: The queue breaks at the first sbatch (the check that a new sweep has no job yet still answered).
+    break_queue_on_sbatch: bool = False
     accounting_knows: bool = False
     accounting_down: bool = False
     jobs: dict[str, FakeJob] = field(default_factory=dict)
@@ -97,6 +99,7 @@ class LyingSlurm:
         rc, out, err = 0, "", ""
         cmd = argv[0]
         if cmd == "sbatch":
+            self.squeue_broken = self.squeue_broken or self.break_queue_on_sbatch
             rc, out, err = self._sbatch(argv)
         elif cmd == "scontrol":
             out = "ClusterName = fake\nMaxArraySize = 1001\nMinJobAge = 300 sec\n"

@@ -96,25 +96,26 @@ def test_accounting_down_on_resume_submits_nothing_and_names_the_chunk(tmp_path,
 
 def test_history_failing_after_an_ambiguous_answer_is_not_a_no(tmp_path, monkeypatch):
     """A lost sbatch answer, the job already gone from squeue, sacct down: the chunk is not sent again."""
-    fake = LyingSlurm(script=["timeout"], delay=0.0, accounting_knows=True)
-    prepared = _prepare(tmp_path, fake, monkeypatch, n=5)
+    fake = LyingSlurm(script=["ok", "timeout"], delay=0.0, accounting_knows=True)
+    prepared = _prepare(tmp_path, fake, monkeypatch, n=10)
     ledger = open_ledger(prepared)
     real = fake._queue
 
-    def queued_and_gone(*args, **kw):  # the job runs at once and leaves squeue before anyone looks
+    def queued_and_gone(*args, **kw):  # the second job runs at once and leaves squeue before anyone looks
         job_id = real(*args, **kw)
-        fake.finish(job_id)
-        fake.purge(job_id)
+        if len(fake.jobs) == 2:
+            fake.finish(job_id)
+            fake.purge(job_id)
+            fake.accounting_down = True
         return job_id
 
     fake._queue = queued_and_gone
-    fake.accounting_down = True
     with pytest.raises(SubmitError, match="ambiguous"):
         _submitter(prepared, ledger, fake).submit()
-    assert fake.sbatch_calls() == 1
+    assert fake.sbatch_calls() == 2
     fake.accounting_down = False
     _submitter(prepared, ledger, fake).submit()
-    assert fake.sbatch_calls() == 1 and ledger.summary() == {"SUBMITTED": 5}
+    assert fake.sbatch_calls() == 2 and ledger.summary() == {"SUBMITTED": 10}
     ledger.close()
 
 
@@ -162,3 +163,49 @@ def test_a_cluster_without_accounting_still_decides_from_its_queue(tmp_path, mon
     with open_ledger(prepared) as ledger:
         _submitter(prepared, ledger, fake).submit()  # lost, looked up (not queued), submitted again
         assert fake.sbatch_calls() == 2 and ledger.summary() == {"SUBMITTED": 5}
+
+
+@pytest.mark.parametrize("removed", ["ledger", "sweep folder"])
+def test_a_deleted_ledger_does_not_submit_its_queued_jobs_again(tmp_path, monkeypatch, removed):
+    """The ledger (or the whole sweep folder) removed while 3 arrays are queued: the rerun refuses."""
+    import shutil
+
+    from hpcjobs.sweep.ledger import LEDGER_FILE
+
+    fake = LyingSlurm(accounting_knows=True)
+    prepared = _prepare(tmp_path, fake, monkeypatch)
+    with open_ledger(prepared) as ledger:
+        _submitter(prepared, ledger, fake).submit()
+    fake.finish("100")
+    fake.purge("100")  # one of them already ran and left the queue: accounting still knows it
+    if removed == "ledger":
+        for f in prepared.folder.glob(LEDGER_FILE + "*"):
+            f.unlink()
+    else:
+        shutil.rmtree(prepared.folder)
+    again = prepare_sweep(experiment(tmp_path, 15), site=SMALL, root=tmp_path / "sweeps")
+    assert again.sweep_id == prepared.sweep_id
+    with open_ledger(again) as ledger, pytest.raises(SubmitError, match="3 job") as err:
+        _submitter(again, ledger, fake).submit()
+    assert "100 101 102" in str(err.value) and "twice" in str(err.value)
+    assert fake.sbatch_calls() == 3
+    fake.accounting_down = True  # the live queue alone still shows two of them: refused
+    with open_ledger(again) as ledger, pytest.raises(SubmitError, match="2 job"):
+        _submitter(again, ledger, fake).submit()
+    for job_id in ("101", "102"):
+        fake.finish(job_id)
+        fake.purge(job_id)
+    with open_ledger(again) as ledger, pytest.raises(SubmitError, match="could not be asked"):
+        _submitter(again, ledger, fake).submit()  # nothing to see, and no history to ask: refused
+    assert fake.sbatch_calls() == 3
+
+
+def test_a_new_sweep_asks_once_and_starts(tmp_path, monkeypatch):
+    fake = LyingSlurm(accounting_knows=True)
+    prepared = _prepare(tmp_path, fake, monkeypatch, n=5)
+    with open_ledger(prepared) as ledger:
+        _submitter(prepared, ledger, fake).submit()
+        assert ledger.summary() == {"SUBMITTED": 5}
+    first = next(i for i, c in enumerate(fake.calls) if c[0] == "sbatch")
+    before = [c[0] for c in fake.calls[:first] if "--format=%F|%k" in c or "--format=JobID,Comment" in c]
+    assert before == ["squeue", "sacct"]  # one tag query of the live queue and the history

@@ -106,7 +106,8 @@ def test_never_queued_is_retried_after_the_lookup_time(tmp_path, monkeypatch):
     # backoff 1, 2, 4, 8 s (the next, 16, would pass 20 s), then one look at the history
     assert fake.now == 15  # waited 1 + 2 + 4 + 8 s; the retry wait (0.5 s) is already covered
     live_polls = [c for c in fake.calls if c[0] == "squeue" and "--format=%F|%k" in c]
-    assert len(live_polls) == 5 + 1 + 1  # 5 polls, the final look with history, one check of the printed id
+    # the check that a new sweep has no job yet, 5 polls, the final look with history, one check of the printed id
+    assert len(live_polls) == 1 + 5 + 1 + 1
 
 
 def test_backoff_gives_up_and_says_so(tmp_path, monkeypatch):
@@ -121,13 +122,13 @@ def test_backoff_gives_up_and_says_so(tmp_path, monkeypatch):
 
 
 def test_unreadable_queue_after_ambiguous_answer_marks_nothing_failed(tmp_path, monkeypatch):
-    fake = LyingSlurm(script=["late"], delay=1, squeue_broken=True)
+    fake = LyingSlurm(script=["late"], delay=1, break_queue_on_sbatch=True)
     prepared, ledger, sub = _submitter(tmp_path, fake, monkeypatch, lookup_s=5)
     with pytest.raises(SubmitError, match="could not be read"):
         sub.submit()
     assert ledger.summary() == {"SUBMITTING": 5}  # not released: it may be queued
     assert [s.state for s in ledger.submissions()] == ["unknown"]
-    fake.squeue_broken = False
+    fake.squeue_broken = fake.break_queue_on_sbatch = False
     report = _again(prepared, ledger, fake).submit()
     assert report.recovered == 1 and report.points_submitted == 0
     assert fake.sbatch_calls() == 1 and ledger.summary() == {"SUBMITTED": 5}

@@ -240,6 +240,10 @@ def test_sweep_ledger_stores_a_bounded_error(tmp_path: Path) -> None:
     assert any("Invalid account" in (err or "") and "bytes omitted" in (err or "") for _state, err in rows)
 
 
+#: A fake command's first call exits 0 with no output; later calls run what follows.
+_FIRST_CALL_ANSWERS = 'n=$(cat "$0.calls" 2>/dev/null || echo 0); echo $((n + 1)) > "$0.calls"; [ "$n" = 0 ] && exit 0; '
+
+
 def test_wrapped_failure_still_shows_the_command(tmp_path: Path) -> None:
     # an ambiguous answer whose queue cannot be read: the sweep's own message is followed by the sbatch failure
     bin_dir = fake_bin(
@@ -248,8 +252,9 @@ def test_wrapped_failure_still_shows_the_command(tmp_path: Path) -> None:
                " >&2; exit 1",
         scontrol="echo 'ClusterName = fake'; echo 'MaxArraySize = 1001'",
         sacctmgr="exit 1",
-        squeue=r"printf 'squeue: error: \033[2J cannot connect\n' >&2; exit 1",
-        sacct="exit 1",
+        # the first tag query (is anything of this new sweep queued already?) answers; then the queue breaks
+        squeue=_FIRST_CALL_ANSWERS + r"printf 'squeue: error: \033[2J cannot connect\n' >&2; exit 1",
+        sacct=_FIRST_CALL_ANSWERS + "exit 1",
     )
     exp = tmp_path / "exp.yaml"
     exp.write_text("name: bytes\ncommand: echo $x\nsweep:\n  grid:\n    x: [1, 2]\n")

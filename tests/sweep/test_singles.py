@@ -62,6 +62,8 @@ class PlainSlurm:
     delay: float = 3.0
     now: float = 0.0
     squeue_broken: bool = False
+    #: The queue breaks at the first sbatch (the check that a new request has no job yet still answered).
+    break_queue_on_sbatch: bool = False
     jobs: dict[str, FakeJob] = field(default_factory=dict)
     calls: list[list[str]] = field(default_factory=list)
     next_id: int = 100
@@ -113,6 +115,7 @@ class PlainSlurm:
         rc, out, err = 0, "", ""
         cmd = argv[0]
         if cmd == "sbatch":
+            self.squeue_broken = self.squeue_broken or self.break_queue_on_sbatch
             rc, out, err = self._sbatch(argv)
         elif cmd == "squeue" and "--format=%F|%k" in argv:
             if self.squeue_broken:
@@ -278,11 +281,11 @@ def test_a_timeout_not_queued_is_reported_and_the_next_run_submits(project: Path
 
 def test_an_unreadable_queue_leaves_the_submission_open_for_the_next_run(project: Path,
                                                                         monkeypatch: pytest.MonkeyPatch):
-    fake = _fake(monkeypatch, "late", squeue_broken=True)
+    fake = _fake(monkeypatch, "late", break_queue_on_sbatch=True)
     code, out = cli("submit", "exp.yaml", "--site", SITE)
     assert code == 1 and "could not be read" in out and "run the same command again" in out
     assert "caused by: command `sbatch --parsable" in out
-    fake.squeue_broken = False
+    fake.squeue_broken = fake.break_queue_on_sbatch = False
     fake.now += 60
     code, out = cli("submit", "exp.yaml", "--site", SITE)
     assert code == 0 and "found by its token" in out
