@@ -7,6 +7,8 @@ always kept beside the normalised one.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import secrets
 from dataclasses import dataclass
@@ -73,9 +75,34 @@ def is_terminal(state: str) -> bool:
 _TAG_RE = re.compile(r"hpcjobs:(?P<sweep>[A-Za-z0-9_.-]+):(?P<chunk>\d+):(?P<token>[0-9a-f]{8,32})")
 
 
-def new_token() -> str:
-    """A fresh random submission token (16 hex digits): unique per submission attempt, in the job's tag."""
-    return secrets.token_hex(8)
+#: Hex digits of a token that mark the folder the submission was made for (:func:`place_mark`).
+PLACE_MARK_DIGITS = 6
+
+
+def place_mark(folder: str | os.PathLike[str]) -> str:
+    """Six hex digits that stand for ``folder`` (its resolved path): the start of its tokens' text.
+
+    The sweep id comes from the experiment, so the same experiment in two folders (two projects,
+    two test runs) gives two sweeps with one id; the mark in their tokens tells their jobs apart.
+    """
+    resolved = os.path.realpath(os.fspath(folder))
+    return hashlib.sha256(resolved.encode("utf-8", "surrogateescape")).hexdigest()[:PLACE_MARK_DIGITS]
+
+
+def new_token(folder: str | os.PathLike[str] | None = None) -> str:
+    """A fresh submission token (16 hex digits), unique per submission attempt, in the job's tag.
+
+    With ``folder`` (the ledger's folder), the first :data:`PLACE_MARK_DIGITS` digits are its
+    :func:`place_mark` and the other ten are random; without, all sixteen are random.
+    """
+    if folder is None:
+        return secrets.token_hex(8)
+    return place_mark(folder) + secrets.token_hex(8)[:16 - PLACE_MARK_DIGITS]
+
+
+def made_for(token: str, folder: str | os.PathLike[str]) -> bool:
+    """Whether ``token`` carries ``folder``'s :func:`place_mark` (a token from before marks: by chance only)."""
+    return len(token) == 16 and token.startswith(place_mark(folder))
 
 
 @dataclass(frozen=True)

@@ -305,7 +305,7 @@ def _submit_once(request: SingleRequest, ledger: Ledger, client: SchedulerClient
     (request.submit_dir / request.rendered.job.output_dir).mkdir(parents=True, exist_ok=True)
     last: HpcJobsError | None = None
     for attempt in range(1, retry.attempts + 1):
-        token = new_token()
+        token = new_token(ledger.path.parent)
         options = SubmitOptions(comment=JobTag(request.request_id, 0, token).render(), after=after)
         script = atomic_write_text(request.script_path(token), request.rendered.text, mode=0o700)
         argv = client.backend.submit_argv(script, options)

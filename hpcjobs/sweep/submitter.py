@@ -36,7 +36,7 @@ from hpcjobs.schedulers import limits_cache
 from hpcjobs.schedulers.base import ClusterLimits, JobDependency, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.status_table import StatusTable
-from hpcjobs.states import JobTag
+from hpcjobs.states import JobTag, made_for
 from hpcjobs.sweep.chunk_files import write_chunk_files
 from hpcjobs.sweep.chunks import Chunk, chunk_capacity, is_queue_full, is_transient, plan_chunks, room_in_queue
 from hpcjobs.sweep.identity import IDENTITY_SCHEME, experiment_digest, ledger_digest
@@ -227,7 +227,7 @@ class SweepSubmitter:
         """Submit one chunk: retry what surely failed, look up what may have been queued."""
         last_error: CommandError | None = None
         for attempt in range(1, self.retry.attempts + 1):
-            token = new_token()  # the chunk's .ids and .env files are written (write_chunk_files)
+            token = new_token(self.prepared.folder)  # the chunk's .ids and .env files are written (write_chunk_files)
             script = render_chunk_script(self.prepared, chunk.number, chunk.size, self.throttle, token,
                                          self._job_of(chunk))
             argv = self.client.backend.submit_argv(script, self._options(chunk, token))
@@ -443,13 +443,20 @@ class SweepSubmitter:
             return  # the scheduler cannot be searched by tag (the local runner keeps its own records)
         look = self._query()
         sweep = self.prepared.sweep_id
-        if look.found:
-            jobs = sorted({j for ids in look.found.values() for j in ids}, key=numeric_job_order)
+        here = self.prepared.folder
+        elsewhere = sorted({j for t, ids in look.found.items() if not made_for(t, here) for j in ids},
+                           key=numeric_job_order)
+        if elsewhere:  # the same experiment, planned in another folder: its jobs are that ledger's
+            log.info("job(s) %s carry sweep %s's id from another folder; not this ledger's", " ".join(elsewhere[:10]),
+                     sweep)
+        jobs = sorted({j for t, ids in look.found.items() if made_for(t, here) for j in ids}, key=numeric_job_order)
+        if jobs:
             shown = " ".join(jobs[:10]) + (" ..." if len(jobs) > 10 else "")
             raise SubmitError(f"sweep {sweep} has no record of any submission in {self.ledger.path}, but the "
                               f"scheduler holds {len(jobs)} job(s) with its tag: {shown}. Its ledger was deleted "
                               "or replaced while they were queued; submitting now would run their points twice. "
-                              "Restore the ledger, or cancel those jobs, then run the same command again")
+                              "Restore the ledger, or cancel those jobs and run the same command again (or, to run "
+                              "every point again beside them, add --new)")
         if not look.conclusive:
             raise SubmitError(f"sweep {sweep} starts with a new ledger, and the scheduler could not be asked "
                               "whether it already holds jobs of this sweep (its queue or its accounting did not "

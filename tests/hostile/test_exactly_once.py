@@ -209,3 +209,35 @@ def test_a_new_sweep_asks_once_and_starts(tmp_path, monkeypatch):
     first = next(i for i, c in enumerate(fake.calls) if c[0] == "sbatch")
     before = [c[0] for c in fake.calls[:first] if "--format=%F|%k" in c or "--format=JobID,Comment" in c]
     assert before == ["squeue", "sacct"]  # one tag query of the live queue and the history
+
+
+def test_the_same_experiment_in_another_folder_is_another_sweep(tmp_path, monkeypatch):
+    """Two folders, one experiment (one sweep id): the second starts beside the first's queued jobs."""
+    fake = LyingSlurm(accounting_knows=True)
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    first = _prepare(one, fake, monkeypatch, n=5)
+    with open_ledger(first) as ledger:
+        _submitter(first, ledger, fake).submit()
+    second = _prepare(two, fake, monkeypatch, n=5)
+    assert second.sweep_id == first.sweep_id and second.folder != first.folder
+    with open_ledger(second) as ledger:
+        _submitter(second, ledger, fake).submit()
+        assert ledger.summary() == {"SUBMITTED": 5}
+    assert fake.sbatch_calls() == 2
+    tokens = [c.split(":")[3] for c in (j.comment for j in fake.live())]
+    assert len({t[:6] for t in tokens}) == 2  # each folder's mark starts its tokens
+
+
+def test_tokens_carry_their_folder_and_stay_random(tmp_path):
+    from hpcjobs.states import made_for, new_token
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    tokens = {new_token(a) for _ in range(200)}
+    assert len(tokens) == 200 and all(len(t) == 16 and made_for(t, a) and not made_for(t, b) for t in tokens)
+    (tmp_path / "link").symlink_to(a)
+    assert all(made_for(t, tmp_path / "link") for t in tokens)  # the resolved path decides
+    assert len(new_token()) == 16

@@ -34,7 +34,8 @@ BAD_UTF8 = r"printf 'sbatch: error: \xff\xfe bad \x80\x80 bytes \xc3(\n' >&2"
 
 
 def _submit(tmp_path: Path, sbatch: str, *, timeout: float = 60.0):
-    bin_dir = fake_bin(tmp_path, sbatch=sbatch)
+    # the tag query a new job makes first (nothing of it queued yet) answers as an empty Slurm would
+    bin_dir = fake_bin(tmp_path, sbatch=sbatch, squeue="exit 0", sacct="exit 0")
     return run_cli(tmp_path, bin_dir, "submit", str(HELLO), "--site", str(SLURM_SITE), submit_timeout=timeout)
 
 
