@@ -117,7 +117,7 @@ remove_state() {
         printf '%s\n' "$kept" >/etc/hosts
         log "removed the testbeds' lines from /etc/hosts"
     fi
-    unmount_under "$TESTBED_DIR" /run/docker /var/lib/docker
+    unmount_under "$TESTBED_DIR" /run/hpcjobs-docker /run/docker /var/lib/docker  # the Swarm exec-root holds netns mounts
     ip link delete docker0 2>/dev/null || true
     ip link delete docker_gwbridge 2>/dev/null || true
     id hpcpbs >/dev/null 2>&1 && { userdel -r hpcpbs >/dev/null 2>&1 || userdel hpcpbs || true; }
