@@ -281,3 +281,11 @@ def reading_output_of(argv: Sequence[str], output: str | None = None,
 
 class LedgerError(HpcJobsError):
     """The sweep ledger is missing, locked by another process, or inconsistent."""
+
+
+class UnsafePathError(HpcJobsError):
+    """A file or folder hpcjobs would write or read is a symbolic link, a FIFO, a device or points outside.
+
+    A sweep folder unpacked from a tarball, or one in a shared project folder, may hold a link where
+    hpcjobs expects its own file (``lock -> ~/.bashrc``); hpcjobs never writes through it.
+    """

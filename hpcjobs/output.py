@@ -21,14 +21,33 @@ PRIVATE_FILE_MODE = 0o600
 
 
 @contextlib.contextmanager
-def atomic_writer(path: str | Path, *, binary: bool = False, mode: int | None = None) -> Iterator[IO[Any]]:
+def atomic_writer(path: str | Path, *, binary: bool = False, mode: int | None = None,
+                  below: str | Path | None = None) -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path``; on a clean exit, fsync it and rename it over ``path``.
 
     The file gets ``mode`` (default :data:`PRIVATE_FILE_MODE`, 0600), whatever the umask. On an
-    exception the temporary file is removed and ``path`` is left as it was.
+    exception the temporary file is removed and ``path`` is left as it was. The rename replaces a
+    symbolic link at ``path`` itself, never the file it points to.
+
+    Args:
+        path: The file.
+        binary: Write bytes (else UTF-8 text).
+        mode: The file's mode.
+        below: A folder hpcjobs owns (a sweep folder, a cache folder): every folder between it and
+            ``path`` is made and must be a real folder, not a link
+            (:func:`hpcjobs.safe_files.real_folders`). Without it, the folders are made as given
+            (a path the user named may go through links).
+
+    Raises:
+        UnsafePathError: With ``below``, a folder on the way is a link or not a folder.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if below is not None:
+        from hpcjobs.safe_files import real_folders
+
+        real_folders(target.parent, below)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         fh: IO[Any] = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")
@@ -44,8 +63,12 @@ def atomic_writer(path: str | Path, *, binary: bool = False, mode: int | None = 
         raise
 
 
-def atomic_write_text(path: str | Path, text: str, *, mode: int | None = None) -> Path:
-    """Write ``text`` to ``path`` atomically (temporary file in the same folder, fsync, rename)."""
-    with atomic_writer(path, mode=mode) as fh:
+def atomic_write_text(path: str | Path, text: str, *, mode: int | None = None,
+                      below: str | Path | None = None) -> Path:
+    """Write ``text`` to ``path`` atomically (temporary file in the same folder, fsync, rename).
+
+    ``below``: as for :func:`atomic_writer`, the folder hpcjobs owns that ``path`` is in.
+    """
+    with atomic_writer(path, mode=mode, below=below) as fh:
         fh.write(text)
     return Path(path)

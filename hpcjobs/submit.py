@@ -90,7 +90,8 @@ def submit_rendered(
     out_dir = base / job.output_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     tag = tag or JobTag(job.name, 0, new_token())
-    script = atomic_write_text(out_dir / "scripts" / f"{job.name}.{tag.token}.sh", rendered.text, mode=0o700)
+    script = atomic_write_text(out_dir / "scripts" / f"{job.name}.{tag.token}.sh", rendered.text, mode=0o700,
+                               below=out_dir)
     client = client or client_for(job.scheduler)
     opts = options or SubmitOptions()
     if opts.comment is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -109,14 +110,16 @@ def logs(sweep_name: str, point: str | None, index: int | None, failed: bool, st
         click.echo("no points match", err=True)
         return
     files = []
+    inside: dict[Path, Path] = {}
     for p in selected:
         exit_text = "" if p.exit_code is None or p.state not in states.TERMINAL_STATES else f", exit {p.exit_code}"
         for label, path in p.files(which or "both"):
             files.append(path)
+            inside[path] = p.inside(path)
             what = f"job {p.job_id or '(not submitted)'} ({p.state}" if p.single else \
                 f"point {p.point_id} (index {p.index}, {p.state}"
             click.echo(f"==> {label} of {what}{exit_text}): {path} <==")
-            text = tail_text(path, None if all_lines else tail)
+            text = tail_text(path, None if all_lines else tail, inside=p.inside(path))
             if text:
                 click.echo(text, nl=not text.endswith("\n"))
             elif not path.exists():
@@ -125,7 +128,7 @@ def logs(sweep_name: str, point: str | None, index: int | None, failed: bool, st
         return
     current = None
     try:
-        for path, text in follow(files, interval=interval):
+        for path, text in follow(files, interval=interval, inside=inside):
             if path != current:
                 click.echo(f"==> {path} <==")
                 current = path

@@ -19,11 +19,15 @@ import os
 import time
 from pathlib import Path
 
+from hpcjobs.errors import UnsafePathError
+from hpcjobs.safe_files import read_regular
 from hpcjobs.schedulers.base import ClusterLimits
 
 log = logging.getLogger("hpcjobs.schedulers")
 
 DEFAULT_TTL_S = 3600.0
+#: Most bytes of a cached limits file read (one holds a few numbers; a larger one is asked again).
+_MAX_BYTES = 64 * 1024
 #: Seconds a limits query may take before the site file's limits are used instead.
 DEFAULT_QUERY_TIMEOUT_S = 10.0
 
@@ -68,14 +72,14 @@ def load(key: str) -> ClusterLimits | None:
         return None
     path = cache_dir() / key
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, _MAX_BYTES))
         if not 0 <= time.time() - float(data["fetched_at"]) < ttl:
             return None
         fields = {f.name for f in dataclasses.fields(ClusterLimits)}
         values = {k: v for k, v in data["limits"].items() if k in fields and (v is None or isinstance(v, int))}
         return ClusterLimits(**values)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, UnsafePathError):
+        return None  # missing, old, a FIFO or a link, bad or too deep: asked again
 
 
 def store(key: str, limits: ClusterLimits) -> None:
@@ -88,6 +92,6 @@ def store(key: str, limits: ClusterLimits) -> None:
     try:
         folder = cache_dir()
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        atomic_write_text(folder / key, text, mode=0o600)
-    except OSError as exc:
+        atomic_write_text(folder / key, text, mode=0o600, below=folder)
+    except (OSError, UnsafePathError) as exc:
         log.debug("limits cache not written: %s", exc)

@@ -7,6 +7,7 @@ status call per poll), and returns plain data; the CLI only prints it.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -163,8 +164,10 @@ def _detach_local(prepared: PreparedSweep, workers: int | None) -> SubmitReport:
     if workers:
         argv += ["--workers", str(workers)]
     from hpcjobs.process import start_process
+    from hpcjobs.safe_files import open_own_file
 
-    with open(log, "ab") as out:  # its own session: it outlives this command and the terminal
+    # appended to, never through a link; its own session: it outlives this command and the terminal
+    with os.fdopen(open_own_file(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as out:
         proc = start_process(argv, stdout=out.fileno(), stderr=out.fileno(), cwd=prepared.submit_dir,
                              new_session=True)
     report = SubmitReport(prepared.sweep_id, len(prepared.points))

@@ -101,5 +101,7 @@ def write_chunk_files(prepared: Any, chunks: Sequence[Chunk]) -> None:
 
 
 def _write(folder: Path, sweep_id: str, chunk: Chunk, arms: Sequence[str | None]) -> None:
-    atomic_write_text(folder / f"{chunk.number}.env", _file_text(sweep_id, (a or "" for a in arms)))
-    atomic_write_text(folder / f"{chunk.number}.ids", "".join(f"{p}\n" for p in chunk.point_ids))
+    atomic_write_text(folder / f"{chunk.number}.env", _file_text(sweep_id, (a or "" for a in arms)),
+                      below=folder.parent)
+    atomic_write_text(folder / f"{chunk.number}.ids", "".join(f"{p}\n" for p in chunk.point_ids),
+                      below=folder.parent)

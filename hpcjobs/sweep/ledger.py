@@ -85,6 +85,7 @@ from hpcjobs.sweep.ledger_schema import (
     experiment_sha256,
     ledger_file_problem,
     new_token,
+    refuse_linked_ledger,
     refuse_schemaless,
 )
 from hpcjobs.sweep.ledger_status import StatusRecords
@@ -198,8 +199,9 @@ class Ledger(LedgerReads, RecoveryRecords, StatusRecords, UpstreamRecords):
         """
         d = Path(sweep_dir)
         path = d / LEDGER_FILE
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise LedgerError(f"no sweep ledger at {path}")
+        refuse_linked_ledger(path)  # a link, FIFO, device or folder: said so, never "no sweep"
         what = ledger_file_problem(path)
         if what is not None:
             raise LedgerError(f"cannot open the sweep ledger {path}: it is {what} (its creation was interrupted, "

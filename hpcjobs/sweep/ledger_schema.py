@@ -56,7 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError
+from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError, UnsafePathError
+from hpcjobs.safe_files import refuse_links
 from hpcjobs.schedulers.status_table import task_indices
 from hpcjobs.states import ALL_STATES, new_token
 
@@ -367,7 +368,27 @@ def _set_journal_mode(con: sqlite3.Connection, journal: str) -> None:
 _CACHE_KIB = 64 * 1024
 
 
+#: The files SQLite opens beside a database (it follows links on all of them).
+_SIDE_FILES = ("", "-wal", "-shm", "-journal")
+
+
+def refuse_linked_ledger(path: Path) -> None:
+    """Refuse a ledger (or its WAL, shared-memory or journal file) that is a link, a FIFO or a device.
+
+    SQLite opens these files following symbolic links and writes them: ``ledger.sqlite-wal ->
+    ~/.bashrc`` would be truncated.
+
+    Raises:
+        LedgerError: One of them is not a regular file of its own.
+    """
+    try:
+        refuse_links(path.with_name(path.name + suffix) for suffix in _SIDE_FILES)
+    except UnsafePathError as exc:
+        raise LedgerError(f"cannot use the sweep ledger: {exc}") from None
+
+
 def _connect(path: Path, journal: str) -> sqlite3.Connection:
+    refuse_linked_ledger(path)
     try:
         con = sqlite3.connect(str(path), timeout=_BUSY_TIMEOUT_S, isolation_level=None)
         _set_journal_mode(con, journal)

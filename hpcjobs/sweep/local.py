@@ -49,8 +49,10 @@ from types import FrameType
 from typing import IO, Any
 
 from hpcjobs import states
-from hpcjobs.errors import HpcJobsError, LedgerError
+from hpcjobs.errors import HpcJobsError, LedgerError, UnsafePathError
+from hpcjobs.output import atomic_write_text
 from hpcjobs.process import start_process
+from hpcjobs.safe_files import open_own_file, read_regular, real_folders
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.sweep.chunks import Chunk
 from hpcjobs.sweep.ledger import Ledger, PointRecord, SubmitterLock, new_token
@@ -89,6 +91,8 @@ exit "$rc"
 """
 
 _EXIT_RE = re.compile(r"(\d{1,3}) (done|terminated)\n")
+#: Most bytes of a process record or an exit file read (each is one short line).
+_RECORD_MAX_BYTES = 4096
 
 
 class RunnerInterrupted(HpcJobsError):
@@ -107,7 +111,12 @@ class LocalFiles:
     """The ``local/`` folder of a sweep: point locks, process records, exit files, cancel markers."""
 
     def __init__(self, sweep_dir: Path) -> None:
-        self.dir = Path(sweep_dir) / "local"
+        self.sweep_dir = Path(sweep_dir)
+        self.dir = self.sweep_dir / "local"
+
+    def _made(self) -> None:
+        """Make ``local/`` (a link or a file there is refused: nothing is written through it)."""
+        real_folders(self.dir, self.sweep_dir)
 
     def lock(self, point_id: str) -> Path:
         """The point's lock, held by every process of a running point."""
@@ -128,8 +137,8 @@ class LocalFiles:
     @contextlib.contextmanager
     def control(self) -> Iterator[None]:
         """Exclusive section: starting a point vs. writing a cancel marker and reading process records."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / "control.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._made()
+        fd = open_own_file(self.dir / "control.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -139,8 +148,8 @@ class LocalFiles:
     def lock_held(self, point_id: str) -> bool:
         """True while some process of the point is alive (it holds the point's lock)."""
         try:
-            fd = os.open(self.lock(point_id), os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:
+            fd = open_own_file(self.lock(point_id), os.O_RDWR)
+        except (FileNotFoundError, UnsafePathError):
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -152,8 +161,8 @@ class LocalFiles:
 
     def take_lock(self, point_id: str) -> int | None:
         """Lock the point for a new run; the descriptor (above 99) is for the child. None: a run is alive."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock(point_id), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._made()
+        fd = open_own_file(self.lock(point_id), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _LOCK_FD_MIN)
@@ -164,30 +173,38 @@ class LocalFiles:
 
     def write_proc(self, token: str, index: int, record: ProcRecord) -> None:
         """Record a started task (temporary file and rename: readers never see half a record)."""
-        path = self.proc(token, index)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"pid": record.pid, "start_time": record.start_time,
-                                   "point_id": record.point_id, "boot_id": record.boot,
-                                   "secret": record.secret}) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_text(self.proc(token, index), json.dumps({
+            "pid": record.pid, "start_time": record.start_time, "point_id": record.point_id,
+            "boot_id": record.boot, "secret": record.secret}) + "\n", below=self.sweep_dir)
 
     def read_proc(self, token: str, index: int) -> ProcRecord | None:
         """The recorded process of a task, or None."""
         try:
-            d = json.loads(self.proc(token, index).read_text(encoding="utf-8"))
+            d = json.loads(read_regular(self.proc(token, index), _RECORD_MAX_BYTES))
             boot, secret = d.get("boot_id"), d.get("secret")
             return ProcRecord(int(d["pid"]), int(d["start_time"]), str(d["point_id"]),
                               boot if isinstance(boot, str) else None, secret if isinstance(secret, str) else None)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, UnsafePathError):
             return None
+
+    def cancel(self, token: str) -> None:
+        """Write the cancel marker of run ``token`` (never through a link)."""
+        self._made()
+        os.close(open_own_file(self.cancel_marker(token), os.O_WRONLY | os.O_CREAT, 0o600))
 
     def read_exit(self, token: str, index: int) -> tuple[int, bool] | None:
         """``(exit status, terminated by a signal)`` from the task's exit file; None when absent or incomplete."""
         try:
-            m = _EXIT_RE.fullmatch(self.exit(token, index).read_text(encoding="ascii", errors="replace"))
-        except OSError:
+            text = read_regular(self.exit(token, index), _RECORD_MAX_BYTES).decode("ascii", errors="replace")
+        except (OSError, UnsafePathError):
             return None
+        m = _EXIT_RE.fullmatch(text)
         return (int(m.group(1)), m.group(2) == "terminated") if m else None
+
+
+def _log_file(path: str) -> IO[bytes]:
+    """A task's scheduler-style log, truncated and written, never through a link."""
+    return os.fdopen(open_own_file(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb")
 
 
 # ------------------------------------------------------------------------------------- recording
@@ -351,7 +368,7 @@ class _Run:
             if lock_fd is None:
                 return False
             stem = out_dir / f"{self.prepared.job.name}-{self.job_id}_{index}"
-            fhs: list[IO[bytes]] = [open(f"{stem}.out", "wb"), open(f"{stem}.err", "wb")]  # noqa: SIM115 - closed at end
+            fhs: list[IO[bytes]] = [_log_file(f"{stem}.out"), _log_file(f"{stem}.err")]
             exit_file = self.files.exit(self.token, index)
             for stale in (exit_file, exit_file.with_name(exit_file.name + ".stop")):
                 with contextlib.suppress(FileNotFoundError):
@@ -544,7 +561,7 @@ def cancel_local(ledger: Ledger, *, grace_s: float = STOP_GRACE_S) -> list[str]:
     ids = sorted({p.array_job_id for p in live if p.array_job_id})
     with files.control():
         for token in {p.submission_token for p in live if p.submission_token}:
-            files.cancel_marker(token).touch()
+            files.cancel(token)
     _signal_recorded(files, live, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     killed = False

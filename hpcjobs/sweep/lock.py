@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hpcjobs.errors import LedgerError
+from hpcjobs.errors import LedgerError, UnsafePathError
+from hpcjobs.safe_files import open_own_file
 
 __all__ = ["LOCK_FILE", "SubmitterLock"]
 
@@ -48,8 +49,10 @@ class SubmitterLock:
         """
         if self._fd is not None:
             return self
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # never through a link (lock -> ~/.bashrc would be emptied), never a FIFO or device
+            fd = open_own_file(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except UnsafePathError as exc:
+            raise LedgerError(f"cannot use the sweep lock: {exc}") from None
         except OSError as exc:
             raise LedgerError(f"cannot open the sweep lock {self.path}: {exc.strerror}") from None
         try:

@@ -17,16 +17,15 @@ Nothing here imports pandas.
 from __future__ import annotations
 
 import logging
-import os
-import stat
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hpcjobs import states
-from hpcjobs.errors import ConfigError, ConfigProblem, HpcJobsError
+from hpcjobs.errors import ConfigError, ConfigProblem, HpcJobsError, UnsafePathError, printable
+from hpcjobs.safe_files import read_regular, read_regular_range
 
 #: A point's run folder is ``<sweep>/points/<point_id>``.
 POINTS_DIR = "points"
@@ -37,42 +36,20 @@ LOG_ERR = "stderr.log"
 TAIL_MAX_BYTES = 4 * 1024 * 1024
 
 
-class BoundedReadError(Exception):
-    """A file that is not read: not a regular file, or larger than the bound."""
+#: A file that is not read: a link out of its folder, not a regular file, or larger than the bound.
+BoundedReadError = UnsafePathError
 
 
-def read_bounded(path: Path, max_bytes: int, *, tail: bool = False) -> bytes:
-    """At most ``max_bytes`` of a regular file (a FIFO or device is refused without blocking).
-
-    Args:
-        path: The file.
-        max_bytes: The bound.
-        tail: Read the last ``max_bytes`` of a larger file instead of refusing it.
+def read_bounded(path: Path, max_bytes: int, *, tail: bool = False, inside: Path | None = None) -> bytes:
+    """At most ``max_bytes`` of a regular file (:func:`hpcjobs.safe_files.read_regular`).
 
     Raises:
         FileNotFoundError: No such file.
-        BoundedReadError: Not a regular file, or larger than ``max_bytes`` (without ``tail``).
+        BoundedReadError: Not a regular file, larger than ``max_bytes`` (without ``tail``), or a link
+            that leads outside ``inside``.
         OSError: Unreadable.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise BoundedReadError(f"{path.name} is not a regular file")
-        if st.st_size > max_bytes:
-            if not tail:
-                raise BoundedReadError(f"{path.name} is {st.st_size} bytes, more than max_bytes ({max_bytes})")
-            os.lseek(fd, st.st_size - max_bytes, os.SEEK_SET)
-        chunks, left = [], max_bytes
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    return read_regular(path, max_bytes, tail=tail, inside=inside)
 
 
 @dataclass(frozen=True)
@@ -91,6 +68,8 @@ class PointLogs:
         scheduler_out: The scheduler's stdout file of its last job, where it can be named.
         scheduler_err: The scheduler's stderr file.
         single: A single job of ``hpcjobs submit`` (its files are those its directives name).
+        folder: The sweep folder, which the run folder's logs must stay in (a link out of it is
+            not followed); ``None``: each file must stay in its own folder.
     """
 
     point_id: str
@@ -104,6 +83,13 @@ class PointLogs:
     scheduler_out: Path | None
     scheduler_err: Path | None
     single: bool = False
+    folder: Path | None = None
+
+    def inside(self, path: Path) -> Path:
+        """The folder ``path`` (one of :meth:`files`) must stay in when it is read."""
+        if self.folder is not None and path in (self.stdout, self.stderr):
+            return self.folder
+        return path.parent
 
     def files(self, which: str = "both") -> list[tuple[str, Path]]:
         """The files to show, as ``(label, path)``: the run folder's, and the scheduler's where they exist.
@@ -259,18 +245,21 @@ def sweep_logs(sweep: str | Path, *, root: str | Path | None = None, point: str 
         run_dir = folder / POINTS_DIR / r.point_id
         out.append(PointLogs(r.point_id, r.index, r.state, r.exit_code, r.job_id, r.params, run_dir / LOG_OUT,
                              run_dir / LOG_ERR, stem and stem.with_name(stem.name + ".out"),
-                             stem and stem.with_name(stem.name + ".err")))
+                             stem and stem.with_name(stem.name + ".err"), folder=folder))
     return out
 
 
-def tail_text(path: Path, lines: int | None, *, max_bytes: int = TAIL_MAX_BYTES) -> str:
+def tail_text(path: Path, lines: int | None, *, max_bytes: int = TAIL_MAX_BYTES, inside: Path | None = None) -> str:
     """The last ``lines`` lines of a file (all of it: ``None``), reading at most its last ``max_bytes``.
 
-    A missing file is an empty text.
+    A missing or unreadable file is an empty text. One that is not read (a FIFO, a device, a link
+    out of ``inside``) is a line saying why, so the reader is not left with an empty section.
     """
     try:
-        data = read_bounded(path, max_bytes, tail=True)
-    except (OSError, BoundedReadError):
+        data = read_bounded(path, max_bytes, tail=True, inside=inside)
+    except BoundedReadError as exc:
+        return f"hpcjobs: not shown: {printable(str(exc))}\n"
+    except OSError:
         return ""
     text = data.decode("utf-8", errors="replace")
     if lines is None:
@@ -282,7 +271,8 @@ def tail_text(path: Path, lines: int | None, *, max_bytes: int = TAIL_MAX_BYTES)
 
 
 def follow(paths: Sequence[Path], *, interval: float = 1.0, stop: Callable[[], bool] = lambda: False,
-           sleep: Callable[[float], None] = time.sleep, from_end: bool = True) -> Iterator[tuple[Path, str]]:
+           sleep: Callable[[float], None] = time.sleep, from_end: bool = True,
+           inside: Mapping[Path, Path] | None = None) -> Iterator[tuple[Path, str]]:
     """Yield ``(path, new text)`` as the files grow, like ``tail -f`` on several files, until ``stop()``.
 
     A file that does not exist yet is waited for; one that shrinks (truncated, replaced) is read again
@@ -294,6 +284,8 @@ def follow(paths: Sequence[Path], *, interval: float = 1.0, stop: Callable[[], b
         stop: Checked after each look; true ends the iteration.
         sleep: Injected for tests.
         from_end: Start at each file's current end (else at its start).
+        inside: The folder each file must stay in (a file that leads out of it, or is not a
+            regular file, is not read).
     """
     offsets: dict[Path, int] = {}
     for p in paths:
@@ -310,14 +302,40 @@ def follow(paths: Sequence[Path], *, interval: float = 1.0, stop: Callable[[], b
             if size < offsets[p]:
                 offsets[p] = 0
             if size > offsets[p]:
-                with open(p, "rb") as fh:
-                    fh.seek(offsets[p])
-                    data = fh.read(min(size - offsets[p], TAIL_MAX_BYTES))
+                try:
+                    data = read_regular_range(p, offsets[p], min(size - offsets[p], TAIL_MAX_BYTES),
+                                              inside=None if inside is None else inside.get(p))
+                except (OSError, UnsafePathError):
+                    continue
                 offsets[p] += len(data)
                 yield p, data.decode("utf-8", errors="replace")
         if stop():
             return
         sleep(interval)
+
+
+def run_folder_lines() -> tuple[str, ...]:
+    """Lines of the array script that make the point's run folder and write ``params.json`` and its logs there.
+
+    Nothing is written through a link: a ``points`` folder or run folder that is a symbolic link
+    fails the point with a message, and a link where ``params.json`` or a log goes (from a tarball, a
+    copied folder) is removed first, so the job writes its own file and not the one linked to.
+    """
+    return (
+        'export HPCJOBS_RUN_DIR="$HPCJOBS_SWEEP_DIR/points/$HPCJOBS_POINT_ID"',
+        'for _hpcjobs_d in "$HPCJOBS_SWEEP_DIR/points" "$HPCJOBS_RUN_DIR"; do',
+        '    if [ -L "$_hpcjobs_d" ]; then',
+        "        printf 'hpcjobs: %s is a symbolic link; a run folder must be a real folder\\n' \"$_hpcjobs_d\" >&2",
+        "        exit 1",
+        "    fi",
+        "done",
+        'mkdir -p -- "$HPCJOBS_RUN_DIR"',
+        f"for _hpcjobs_f in params.json {LOG_OUT} {LOG_ERR}; do",
+        '    if [ -L "$HPCJOBS_RUN_DIR/$_hpcjobs_f" ]; then rm -f -- "$HPCJOBS_RUN_DIR/$_hpcjobs_f"; fi',
+        "done",
+        "printf '%s\\n' \"$HPCJOBS_PARAMS_JSON\" > \"$HPCJOBS_RUN_DIR/params.json\"",
+        *point_log_preamble(),
+    )
 
 
 def point_log_preamble() -> tuple[str, ...]:
@@ -335,6 +353,19 @@ def point_log_preamble() -> tuple[str, ...]:
     )
 
 
-__all__ = ["LOG_ERR", "LOG_OUT", "POINTS_DIR", "BoundedReadError", "PointLogs", "follow", "log_command",
-           "point_log_preamble",
-           "read_bounded", "scheduler_log_stem", "single_job_log_paths", "sweep_logs", "tail_text"]
+__all__ = [
+    "LOG_ERR",
+    "LOG_OUT",
+    "POINTS_DIR",
+    "BoundedReadError",
+    "PointLogs",
+    "follow",
+    "log_command",
+    "point_log_preamble",
+    "read_bounded",
+    "run_folder_lines",
+    "scheduler_log_stem",
+    "single_job_log_paths",
+    "sweep_logs",
+    "tail_text",
+]

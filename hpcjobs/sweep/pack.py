@@ -70,16 +70,13 @@ def tasks_for(points: int, size: int) -> int:
 
 
 def _point_setup(chunk: int) -> tuple[str, ...]:
-    from hpcjobs.sweep.logs import point_log_preamble
+    from hpcjobs.sweep.logs import run_folder_lines
 
     return (
         'export HPCJOBS_ARRAY_INDEX="${HPCJOBS_PACK_INDEX:?not a point of a packed task}"',
         "# shellcheck source=/dev/null",
         f'source "$HPCJOBS_SWEEP_DIR/chunks/{chunk}.env"',
-        'export HPCJOBS_RUN_DIR="$HPCJOBS_SWEEP_DIR/points/$HPCJOBS_POINT_ID"',
-        'mkdir -p "$HPCJOBS_RUN_DIR"',
-        "printf '%s\\n' \"$HPCJOBS_PARAMS_JSON\" > \"$HPCJOBS_RUN_DIR/params.json\"",
-        *point_log_preamble(),
+        *run_folder_lines(),
     )
 
 

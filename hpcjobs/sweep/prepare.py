@@ -42,7 +42,7 @@ from hpcjobs.sweep.chunk_files import env_file_text, write_chunk_files
 from hpcjobs.sweep.chunks import Chunk
 from hpcjobs.sweep.expand import Point, point_env_lines
 from hpcjobs.sweep.identity import DEFAULT_SWEEP_ROOT, make_sweep_id, sweep_root  # noqa: F401 (re-exported)
-from hpcjobs.sweep.logs import point_log_preamble
+from hpcjobs.sweep.logs import run_folder_lines
 from hpcjobs.sweep.shapes import JobShape, job_shapes
 from hpcjobs.sweep.stream import sweep_points
 
@@ -169,10 +169,7 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
         f"export HPCJOBS_CHUNK={chunk} HPCJOBS_ARRAY_INDEX=\"${{{index_var}:?not an array task}}\"",
         "# shellcheck source=/dev/null",
         f'source "$HPCJOBS_SWEEP_DIR/chunks/{chunk}.env"',
-        'export HPCJOBS_RUN_DIR="$HPCJOBS_SWEEP_DIR/points/$HPCJOBS_POINT_ID"',
-        'mkdir -p "$HPCJOBS_RUN_DIR"',
-        "printf '%s\\n' \"$HPCJOBS_PARAMS_JSON\" > \"$HPCJOBS_RUN_DIR/params.json\"",
-        *point_log_preamble(),
+        *run_folder_lines(),
     )
     return replace(base, setup=preamble + base.setup, array=ArraySpec(0, size - 1, throttle=throttle),
                    extra_directives=base.extra_directives + _pbs_chunk_logs(prepared, chunk, base))
@@ -208,4 +205,5 @@ def render_chunk_script(prepared: PreparedSweep, chunk: int, size: int, throttle
                         job: ResolvedJob | None = None) -> Path:
     """Render and write ``scripts/<chunk>.<token>.sh`` for one submission attempt (``job``: the chunk's shape)."""
     text = chunk_script_text(prepared, chunk, size, throttle, token, job)
-    return atomic_write_text(prepared.folder / "scripts" / f"{chunk}.{token}.sh", text, mode=0o700)
+    return atomic_write_text(prepared.folder / "scripts" / f"{chunk}.{token}.sh", text, mode=0o700,
+                             below=prepared.folder)

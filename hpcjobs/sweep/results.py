@@ -27,16 +27,21 @@ from typing import Any
 
 import pandas as pd
 
-from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.errors import ConfigError, ConfigProblem, UnsafePathError
 from hpcjobs.output import atomic_write_text
-from hpcjobs.sweep.logs import LOG_ERR, LOG_OUT, POINTS_DIR, read_bounded
-from hpcjobs.sweep.logs import BoundedReadError as ResultReadError
+from hpcjobs.sweep.logs import LOG_ERR, LOG_OUT, POINTS_DIR, BoundedReadError, read_bounded
 from hpcjobs.sweep.results_spec import ResultSource, read_results_spec
 
 log = logging.getLogger("hpcjobs.sweep")
 
 RESULTS_CACHE_FILE = "results-cache.json"
 _CACHE_VERSION = 1
+
+
+class ResultReadError(Exception):
+    """A results file that was read and could not be parsed (its text is the point's error)."""
+
+
 _INT_RE = re.compile(r"^[+-]?\d+$")
 
 Scalar = bool | int | float | str | None
@@ -135,8 +140,11 @@ def reduce_rows(rows: list[dict[str, Scalar]], how: str | None, label: str) -> d
     return rows[best[1]]
 
 
-def read_source(source: ResultSource, run_dir: Path) -> dict[str, Scalar]:
+def read_source(source: ResultSource, run_dir: Path, *, inside: Path | None = None) -> dict[str, Scalar]:
     """The metrics one source gives for one point (names with the source's prefix).
+
+    ``inside``: the folder the file must stay in (default the run folder's sweep folder): a
+    ``metrics.json`` that links out of it is refused, not read.
 
     Raises:
         FileNotFoundError: The file (or stdout log) does not exist.
@@ -144,7 +152,7 @@ def read_source(source: ResultSource, run_dir: Path) -> dict[str, Scalar]:
         OSError: It cannot be opened.
     """
     if source.stdout_regex is not None:
-        data = read_bounded(run_dir / LOG_OUT, source.max_bytes, tail=True)
+        data = read_bounded(run_dir / LOG_OUT, source.max_bytes, tail=True, inside=inside or run_dir.parent.parent)
         last = None
         for last in re.finditer(source.stdout_regex, data.decode("utf-8", errors="replace")):  # noqa: B007
             pass
@@ -153,7 +161,8 @@ def read_source(source: ResultSource, run_dir: Path) -> dict[str, Scalar]:
         values = {k: None if v is None else parse_scalar(v) for k, v in last.groupdict().items()}
     else:
         assert source.file is not None and source.file_format is not None
-        parsed = _rows(read_bounded(run_dir / source.file, source.max_bytes), source.file_format, source.file)
+        raw = read_bounded(run_dir / source.file, source.max_bytes, inside=inside or run_dir.parent.parent)
+        parsed = _rows(raw, source.file_format, source.file)
         values = parsed if isinstance(parsed, dict) else reduce_rows(parsed, source.reduce, source.file)
     return {f"{source.prefix}{k}": v for k, v in values.items()}
 
@@ -183,7 +192,7 @@ def _read_entry(source: ResultSource, run_dir: Path, key: list[int] | None) -> l
         return [key, read_source(source, run_dir), None]
     except FileNotFoundError:
         return [None, {}, f"{source.label}: no such file"]
-    except ResultReadError as exc:
+    except (ResultReadError, BoundedReadError) as exc:
         return [key, {}, str(exc)]
     except (OSError, UnicodeError, ValueError) as exc:
         return [key, {}, f"{source.label}: {exc}"]
@@ -192,10 +201,14 @@ def _read_entry(source: ResultSource, run_dir: Path, key: list[int] | None) -> l
 # ----------------------------------------------------------------------------- a whole sweep
 
 
+#: Most bytes of ``results-cache.json`` read (a larger one is ignored and written again).
+CACHE_MAX_BYTES = 512 * 1024 * 1024
+
+
 def _load_cache(path: Path, spec: str) -> dict[str, Any]:
     try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        payload = json.loads(read_bounded(path, CACHE_MAX_BYTES))
+    except (OSError, ValueError, BoundedReadError, RecursionError):  # missing, a FIFO, a link, bad or too deep
         return {}
     if not isinstance(payload, dict) or payload.get("version") != _CACHE_VERSION or payload.get("spec") != spec:
         return {}
@@ -241,8 +254,8 @@ def read_points(folder: Path, point_ids: Iterable[str], sources: Sequence[Result
     if cache and (changed or set(cached) != set(fresh)):
         try:
             atomic_write_text(cache_path, json.dumps({"version": _CACHE_VERSION, "spec": spec, "points": fresh},
-                                                     separators=(",", ":")))
-        except OSError as exc:
+                                                     separators=(",", ":")), below=folder)
+        except (OSError, UnsafePathError) as exc:
             log.info("results cache not written (%s)", exc)
     return out
 

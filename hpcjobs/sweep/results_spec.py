@@ -25,7 +25,9 @@ from typing import Any, Literal
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from hpcjobs.config.types import StrictModel
+from hpcjobs.errors import UnsafePathError
 from hpcjobs.output import atomic_write_text
+from hpcjobs.safe_files import read_regular
 
 log = logging.getLogger("hpcjobs.sweep")
 
@@ -143,27 +145,31 @@ def result_sources(declared: ResultSource | list[ResultSource] | None) -> tuple[
     return tuple(declared)
 
 
+#: Most bytes of ``results-spec.json`` read (what a sweep's few result sources take, many times over).
+SPEC_MAX_BYTES = 1024 * 1024
+
+
 def write_results_spec(folder: Path, sources: Sequence[ResultSource], *, output_dir: str | None = None) -> Path:
     """Save the sweep's result sources (and the jobs' log folder) in ``folder/results-spec.json``, atomically."""
     payload = {"results": [s.model_dump(exclude_defaults=True) for s in sources], "output_dir": output_dir}
     text = json.dumps(payload, indent=1, sort_keys=True) + "\n"
     path = folder / RESULTS_SPEC_FILE
     try:
-        if path.read_text(encoding="utf-8") == text:
+        if read_regular(path, len(text.encode()) + 1).decode("utf-8", "replace") == text:
             return path
-    except OSError:
+    except (OSError, UnsafePathError):
         pass
-    return atomic_write_text(path, text)
+    return atomic_write_text(path, text, below=folder)
 
 
 def read_results_spec(folder: Path) -> tuple[tuple[ResultSource, ...], str | None]:
     """The result sources and log folder saved with a sweep (none for a sweep submitted before they were)."""
     try:
-        payload = json.loads((folder / RESULTS_SPEC_FILE).read_text(encoding="utf-8"))
+        payload = json.loads(read_regular(folder / RESULTS_SPEC_FILE, SPEC_MAX_BYTES))
         return (tuple(ResultSource.model_validate(s) for s in payload.get("results", [])),
                 payload.get("output_dir"))
     except FileNotFoundError:
         return (), None
-    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+    except (OSError, ValueError, RecursionError, UnsafePathError, AttributeError) as exc:  # ValidationError: ValueError
         log.warning("ignoring %s: %s", folder / RESULTS_SPEC_FILE, exc)
         return (), None

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hpcjobs.errors import HpcJobsError
+from hpcjobs.errors import HpcJobsError, UnsafePathError
 from hpcjobs.output import atomic_write_text
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.sweep.ledger import Ledger
@@ -86,15 +86,15 @@ def retire_finished(ledger: Ledger, client: SchedulerClient) -> list[str]:
             record = {"job_id": name, "service": service, "tasks": tasks,
                       "containers": [c for c in found if c.get("Id") in ids]}
             try:
-                atomic_write_text(record_path(folder, name), json.dumps(record, indent=1) + "\n")
-            except OSError as exc:  # not removed: its records would be lost
+                atomic_write_text(record_path(folder, name), json.dumps(record, indent=1) + "\n", below=folder)
+            except (OSError, UnsafePathError) as exc:  # not removed: its records would be lost
                 _log.warning("cannot save the records of %s (%s): not removing it", name, exc)
                 continue
             saved.append(name)
     for name in gone:  # removed by someone else: nothing to save or remove
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, UnsafePathError):
             atomic_write_text(record_path(folder, name), json.dumps({"job_id": name, "service": None, "tasks": [],
-                                                                     "containers": []}) + "\n")
+                                                                     "containers": []}) + "\n", below=folder)
     if saved:
         try:
             client.run(retire(saved), check=True)

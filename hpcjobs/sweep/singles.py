@@ -307,7 +307,8 @@ def _submit_once(request: SingleRequest, ledger: Ledger, client: SchedulerClient
     for attempt in range(1, retry.attempts + 1):
         token = new_token(ledger.path.parent)
         options = SubmitOptions(comment=JobTag(request.request_id, 0, token).render(), after=after)
-        script = atomic_write_text(request.script_path(token), request.rendered.text, mode=0o700)
+        script = atomic_write_text(request.script_path(token), request.rendered.text, mode=0o700,
+                                   below=request.submit_dir / request.rendered.job.output_dir)
         argv = client.backend.submit_argv(script, options)
         ledger.plan_chunk([point.point_id], 0, token=token, argv=argv, array=False)  # before the scheduler call
         try:

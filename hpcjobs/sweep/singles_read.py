@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError
+from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError, UnsafePathError
+from hpcjobs.safe_files import open_own_file, read_regular
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.sweep.identity import find_sweep_root, name_of, sweep_folders
 from hpcjobs.sweep.ledger import Ledger, PointRecord
@@ -37,6 +38,8 @@ SINGLES_DIR = "jobs"
 KIND = "job"
 #: ``<job id>\t<request id>`` lines, one per job recorded.
 INDEX_FILE = "index.tsv"
+#: Most bytes of an index read: its newest lines (about 500,000 jobs).
+INDEX_MAX_BYTES = 64 * 1024 * 1024
 #: ``<job id>\t<ledger folder>`` lines of every project, in the user's cache folder.
 USER_INDEX_FILE = "single-jobs.tsv"
 _LEDGER = "ledger.sqlite"
@@ -207,13 +210,21 @@ def index_job(base: Path, job_id: str, rid: str) -> None:
 def _append_line(path: Path, line: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = open_own_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)  # never through a link
         try:
             os.write(fd, line.encode())
         finally:
             os.close(fd)
-    except OSError as exc:
+    except (OSError, UnsafePathError) as exc:
         log.warning("could not add a job to %s: %s", path, exc)
+
+
+def _read_index(path: Path) -> str:
+    """The last :data:`INDEX_MAX_BYTES` of an index (its newest lines), from a regular file only."""
+    data = read_regular(path, INDEX_MAX_BYTES, tail=True)
+    if len(data) == INDEX_MAX_BYTES:
+        data = data[data.find(b"\n") + 1:]  # a line cut at the start of the window
+    return data.decode("utf-8", errors="replace")
 
 
 def _user_index() -> Path:
@@ -226,8 +237,8 @@ def _user_index() -> Path:
 def _by_user_index(job_id: str) -> Path | None:
     """A job submitted from another project: the newest folder the user's index lists for ``job_id``."""
     try:
-        text = _user_index().read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = _read_index(_user_index())
+    except (OSError, UnsafePathError):
         return None
     folders = [folder for line in text.splitlines() for jid, _, folder in [line.partition("\t")]
                if folder and job_ids_match(jid, job_id)]
@@ -241,8 +252,8 @@ def _by_user_index(job_id: str) -> Path | None:
 def _indexed(base: Path, job_id: str) -> list[str]:
     """Request ids the index lists for ``job_id``, newest first."""
     try:
-        text = (base / INDEX_FILE).read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = _read_index(base / INDEX_FILE)
+    except (OSError, UnsafePathError):
         return []
     hits = []
     for line in text.splitlines():

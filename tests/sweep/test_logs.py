@@ -68,7 +68,8 @@ def test_tail_and_bounded_reads(tmp_path: Path):
     assert tail_text(f, 3, max_bytes=18) == "line 998\nline 999\n"  # only the last bytes are read
     assert tail_text(tmp_path / "missing", 5) == ""
     os.mkfifo(tmp_path / "fifo")
-    assert tail_text(tmp_path / "fifo", 5) == ""  # not opened for reading: never blocks
+    shown = tail_text(tmp_path / "fifo", 5)  # opened without blocking, and not read
+    assert shown.startswith("hpcjobs: not shown: ") and "is a FIFO, not a regular file" in shown
     assert read_bounded(f, 9, tail=True) == b"line 999\n"
 
 

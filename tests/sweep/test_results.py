@@ -108,7 +108,7 @@ def test_bad_files_are_nulls_with_errors_never_an_exception(tmp_path: Path):
     assert errors["ok"] is pd.NA
     assert "not valid JSON" in errors["broken"]
     assert "expected a JSON object" in errors["list"]
-    assert "more than max_bytes (1000)" in errors["big"]
+    assert "more than the limit of 1,000 bytes" in errors["big"]
     assert "not valid JSON" in errors["binary"]
     assert "not a regular file" in errors["fifo"]
     assert errors["missing"] == "m.json: no such file"

@@ -31,7 +31,16 @@ export HPCJOBS_ARRAY_INDEX="${HPCJOBS_PACK_INDEX:?not a point of a packed task}"
 # shellcheck source=/dev/null
 source "$HPCJOBS_SWEEP_DIR/chunks/0.env"
 export HPCJOBS_RUN_DIR="$HPCJOBS_SWEEP_DIR/points/$HPCJOBS_POINT_ID"
-mkdir -p "$HPCJOBS_RUN_DIR"
+for _hpcjobs_d in "$HPCJOBS_SWEEP_DIR/points" "$HPCJOBS_RUN_DIR"; do
+    if [ -L "$_hpcjobs_d" ]; then
+        printf 'hpcjobs: %s is a symbolic link; a run folder must be a real folder\n' "$_hpcjobs_d" >&2
+        exit 1
+    fi
+done
+mkdir -p -- "$HPCJOBS_RUN_DIR"
+for _hpcjobs_f in params.json stdout.log stderr.log; do
+    if [ -L "$HPCJOBS_RUN_DIR/$_hpcjobs_f" ]; then rm -f -- "$HPCJOBS_RUN_DIR/$_hpcjobs_f"; fi
+done
 printf '%s\n' "$HPCJOBS_PARAMS_JSON" > "$HPCJOBS_RUN_DIR/params.json"
 printf 'hpcjobs: point %s: stdout and stderr go to %s/stdout.log and stderr.log\n' "$HPCJOBS_POINT_ID" "$HPCJOBS_RUN_DIR"
 exec >>"$HPCJOBS_RUN_DIR/stdout.log" 2>>"$HPCJOBS_RUN_DIR/stderr.log"
