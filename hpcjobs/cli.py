@@ -251,6 +251,8 @@ def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refres
                                "request_id": sub.request_id, "new": sub.new, "recovered": sub.recovered,
                                "state": sub.state}))
         return
+    from hpcjobs.sweep.logs import log_command
+
     if sub.new:
         click.echo(f"submitted job {sub.job_id} to {sub.site} ({sub.scheduler}); script {sub.script}")
     elif sub.recovered:
@@ -261,9 +263,7 @@ def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refres
                    "submitted again (--new submits another)")
     if sub.stdout is not None:
         click.echo(f"logs: {sub.stdout} and {sub.stderr}")
-    elif sub.scheduler in ("swarm", "kubernetes"):
-        from hpcjobs.sweep.logs import log_command
-
+    elif sub.job_id and log_command(sub.scheduler, sub.job_id):  # Swarm, Kubernetes: the scheduler's log
         click.echo(f"logs: {log_command(sub.scheduler, sub.job_id)}")
     click.echo(f"follow it with: hpcjobs status {sub.job_id} · hpcjobs logs {sub.job_id} -f")
 

@@ -15,11 +15,9 @@ from collections.abc import Callable
 from hpcjobs.config.policy import forbidden_in
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.resolve import ResolvedJob
-from hpcjobs.schedulers.kubernetes import DIRECTIVE_PREFIX as K8S_PREFIX
 from hpcjobs.schedulers.kubernetes import kubernetes_directives
 from hpcjobs.schedulers.pbs import pbs_array_argument, torque_array_argument
 from hpcjobs.schedulers.slurm import array_argument
-from hpcjobs.schedulers.swarm import DIRECTIVE_PREFIX as SWARM_PREFIX
 from hpcjobs.schedulers.swarm import swarm_directives
 from hpcjobs.units import format_memory_pbs, format_memory_slurm, format_walltime_pbs, format_walltime_slurm
 
@@ -169,9 +167,6 @@ DIRECTIVE_BUILDERS: dict[str, Callable[[ResolvedJob], list[Directive]]] = {
     "local": local_directives,
 }
 
-#: Scheduler family → directive prefix.
-DIRECTIVE_PREFIX: dict[str, str] = {"slurm": "#SBATCH", "pbspro": "#PBS", "torque": "#PBS", "swarm": SWARM_PREFIX,
-                                    "kubernetes": K8S_PREFIX, "local": "#"}
 
 
 _CACHE: dict[tuple[object, ...], tuple[object, list[str]]] = {}

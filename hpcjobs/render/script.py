@@ -14,34 +14,14 @@ from hpcjobs.config.loading import load_experiment
 from hpcjobs.config.site import SiteConfig
 from hpcjobs.config.sites import detect_site, find_site, load_site_file
 from hpcjobs.errors import ConfigError, ConfigProblem
-from hpcjobs.render.directives import DIRECTIVE_PREFIX, build_directives
+from hpcjobs.render.directives import build_directives
 from hpcjobs.render.pack import PackPlan
 from hpcjobs.render.shellvalue import UnencodableValueError
 from hpcjobs.render.templating import shell_quote, template_environment, template_search_path
 from hpcjobs.resolve import ResolvedJob, resolve
+from hpcjobs.schedulers.registry import job_env_of
 
 log = logging.getLogger("hpcjobs.sites")
-
-#: Scheduler family → environment variable holding the array index in a running task.
-ARRAY_INDEX_VAR: dict[str, str] = {
-    "slurm": "SLURM_ARRAY_TASK_ID",
-    "pbspro": "PBS_ARRAY_INDEX",
-    "torque": "PBS_ARRAYID",
-    "swarm": "HPCJOBS_TASK_INDEX",
-    "kubernetes": "HPCJOBS_TASK_INDEX",
-    "local": "HPCJOBS_ARRAY_INDEX",
-}
-
-#: Scheduler family → variable holding the job id in a running job.
-JOB_ID_VAR: dict[str, str] = {
-    "slurm": "SLURM_JOB_ID",
-    "pbspro": "PBS_JOBID",
-    "torque": "PBS_JOBID",
-    "swarm": "HPCJOBS_JOB_ID",
-    "kubernetes": "HPCJOBS_JOB_ID",
-    "local": "HPCJOBS_JOB_ID",
-}
-
 
 @dataclass(frozen=True)
 class RenderedScript:
@@ -90,7 +70,8 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
     name = template_name(job, template)
     env = template_environment(template_dirs)
     directives = build_directives(job)
-    prefix = DIRECTIVE_PREFIX[job.scheduler]
+    job_env = job_env_of(job.scheduler)
+    prefix = job_env.directive_prefix
     lines = ["module purge"] if job.site.module_purge else []
     try:
         lines += [f"module load {shell_quote(m)}" for m in job.modules]
@@ -117,8 +98,8 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
         "setup": job.setup,
         "body": job.body,
         "params": job.params,
-        "array_index_var": ARRAY_INDEX_VAR[job.scheduler],
-        "job_id_var": JOB_ID_VAR[job.scheduler],
+        "array_index_var": job_env.array_index_var,
+        "job_id_var": job_env.job_id_var,
         "launch": job.launch,
         "pack": pack,
     }

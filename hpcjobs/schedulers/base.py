@@ -1,4 +1,4 @@
-"""What a scheduler backend is: command builders plus pure parsers behind a small Protocol.
+"""What a scheduler backend is: command builders plus pure parsers behind one full contract.
 
 A backend never runs anything itself. :class:`hpcjobs.schedulers.client.SchedulerClient`
 (or a test) pairs a backend's ``*_argv`` builders with
@@ -9,13 +9,16 @@ A backend never runs anything itself. :class:`hpcjobs.schedulers.client.Schedule
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from hpcjobs.ids import check_values, is_safe_value
+
+if TYPE_CHECKING:
+    from hpcjobs.schedulers.status_table import StatusTable
 
 
 @dataclass(frozen=True)
@@ -158,51 +161,307 @@ class JobIdGrammar:
                             source=source)
 
 
-class SchedulerBackend(Protocol):
-    """Command builders and pure parsers for one scheduler family."""
+@dataclass(frozen=True)
+class JobEnv:
+    """What a running job of a scheduler finds in its environment, and how its script names directives.
 
-    #: Registry key: ``slurm``, ``pbspro``, ``torque`` or ``local``.
+    Attributes:
+        job_id_var: The variable that holds the job's id (``SLURM_JOB_ID``, ``PBS_JOBID``).
+        array_index_var: The variable that holds the array index of a task (``SLURM_ARRAY_TASK_ID``).
+        directive_prefix: The prefix of the script's directive lines (``#SBATCH``, ``#PBS``).
+    """
+
+    job_id_var: str
+    array_index_var: str
+    directive_prefix: str
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a scheduler backend can do: the one place the rest of hpcjobs asks, instead of its name.
+
+    A feature flag says what jobs on this scheduler get; a command flag says that the backend
+    overrides the hooks of that command family (:data:`CAPABILITY_HOOKS`), which the contract test
+    (``tests/schedulers/test_contract.py``) holds it to: a flag that is on has all its hooks, one that
+    is off has none of them.
+
+    Attributes:
+        packing: Several points per array task (``pack:``), with per-point exit files.
+        dependencies: Submissions that wait for other jobs (``after:``, ``afterok``/``afterany``).
+        services: Jobs are services or Kubernetes Jobs that run containers, not batch scripts on a
+            shared file system: their logs are written by the script, ``notify:`` is refused, and
+            ``env:`` secrets are not handed over.
+        columnar_status: ``parse_status_table`` reads a status answer by column (a million tasks).
+        status_fallback: A second status command (``squeue`` beside ``sacct``, ``qstat`` without
+            ``-x``): ``fallback_status_argv`` and ``parse_fallback_status``.
+        fallback_for_missing: Ids the status answer leaves out are asked of the fallback (a job
+            submitted a moment ago is not in Slurm's accounting yet).
+        cluster_limits: ``config_argv``, ``parse_limits`` and ``parse_cluster_name``.
+        user_limits: ``user_limits_argv`` and ``parse_user_limits`` (a user's submit limit).
+        qos_limits: ``qos_limits_argv`` and ``parse_qos_limits`` (per-user limits of each QOS).
+        queued_count: ``queued_argv`` and ``parse_queued`` (the user's jobs in the queue now).
+        retire: Finished jobs are removed after their records are saved (Swarm services):
+            ``retire_argv``, ``settled_services`` and ``inspect_argv``.
+        logs_command: The scheduler prints a job's output (``logs_argv``).
+        server_version: The submission depends on the server's version (``needs_server_version``,
+            ``server_version_argv``, ``parse_server_version``).
+        per_job_cancel: One cancel command per job (``cancel_argvs``).
+        submit_in_folder: The submit command names the folder the job runs in (``submit_argv_in``).
+        submit_names_job: The job id is chosen in the submit command (``parse_submit_for``).
+        job_ids_as_text: Two ids name the same job only when they are equal as text; else
+            ``same_job`` and ``job_key`` say (PBS ids with or without a server suffix).
+        command_paths: The backend chooses which executable runs a command (``command_path``).
+        failed_upstream: What becomes of a job whose ``afterok`` upstream failed: ``"blocked"``, it
+            waits forever with a pending reason (Slurm's ``DependencyNeverSatisfied``) and hpcjobs
+            cancels it; ``"deleted"``, the server deletes it (PBS); ``"none"``, no dependencies.
+    """
+
+    packing: bool = False
+    dependencies: bool = False
+    services: bool = False
+    columnar_status: bool = False
+    status_fallback: bool = False
+    fallback_for_missing: bool = False
+    cluster_limits: bool = False
+    user_limits: bool = False
+    qos_limits: bool = False
+    queued_count: bool = False
+    retire: bool = False
+    logs_command: bool = False
+    server_version: bool = False
+    per_job_cancel: bool = False
+    submit_in_folder: bool = False
+    submit_names_job: bool = False
+    job_ids_as_text: bool = True
+    command_paths: bool = False
+    failed_upstream: str = "none"
+
+    def __post_init__(self) -> None:
+        if self.failed_upstream not in ("none", "blocked", "deleted"):
+            raise ValueError(f"failed_upstream must be none, blocked or deleted, not {self.failed_upstream!r}")
+        if self.dependencies == (self.failed_upstream == "none"):
+            raise ValueError("a backend with dependencies says what becomes of a job whose upstream failed "
+                             "(failed_upstream blocked or deleted), and only such a backend")
+
+
+#: The hooks each command capability stands for (``job_ids_as_text`` is on when they are *not* given).
+CAPABILITY_HOOKS: dict[str, tuple[str, ...]] = {
+    "columnar_status": ("parse_status_table",),
+    "status_fallback": ("fallback_status_argv", "parse_fallback_status"),
+    "cluster_limits": ("config_argv", "parse_limits", "parse_cluster_name"),
+    "user_limits": ("user_limits_argv", "parse_user_limits"),
+    "qos_limits": ("qos_limits_argv", "parse_qos_limits"),
+    "queued_count": ("queued_argv", "parse_queued"),
+    "retire": ("retire_argv", "settled_services", "inspect_argv"),
+    "logs_command": ("logs_argv",),
+    "server_version": ("needs_server_version", "server_version_argv", "parse_server_version"),
+    "per_job_cancel": ("cancel_argvs",),
+    "submit_in_folder": ("submit_argv_in",),
+    "submit_names_job": ("parse_submit_for",),
+    "job_ids_as_text": ("same_job", "job_key"),
+    "command_paths": ("command_path",),
+}
+
+
+class UnsupportedCommand(NotImplementedError):
+    """A backend was asked for a command its :class:`Capabilities` say it does not have (a bug)."""
+
+
+class BaseBackend(JobIdGrammar):
+    """Command builders and pure parsers for one scheduler family: the whole contract, with defaults.
+
+    A backend subclasses this, sets the class attributes, implements the required commands
+    (:meth:`submit_argv`, :meth:`parse_submit`, :meth:`status_argv`, :meth:`parse_status`,
+    :meth:`cancel_argv`, :meth:`tag_query_argvs`, :meth:`parse_tag_query`) and, for each capability
+    it declares, that capability's hooks (:data:`CAPABILITY_HOOKS`). A hook it does not declare keeps
+    its default here: a neutral answer (``False``, the plain form of a command) or
+    :class:`UnsupportedCommand`. :func:`hpcjobs.schedulers.registry.register` checks this when the
+    backend is registered.
+    """
+
+    #: Registry key: ``slurm``, ``pbspro``, ``torque``, ``swarm``, ``kubernetes``.
     name: str
     #: The prefix of directive lines in a batch script (``#SBATCH``, ``#PBS``).
     directive_prefix: str
     #: Environment variable that holds the array index inside a running task.
     array_index_var: str
+    #: Environment variable that holds the job id inside a running job.
+    job_id_var: str
     #: The grammar of this scheduler's job ids, matched in full: every id that goes into one of the
     #: ``*_argv`` commands (read from a ledger, an index, a cache or the scheduler's own output) is
     #: checked against it first (:meth:`check_job_ids`), so none can be taken as an option.
     job_id_pattern: re.Pattern[str]
     #: :attr:`job_id_pattern` in words, for error messages.
     job_id_grammar: str
+    #: What this backend can do.
+    capabilities: Capabilities = Capabilities()
 
-    def valid_job_id(self, text: object) -> bool:
-        """Whether ``text`` is spelled like one of this scheduler's job ids (:attr:`job_id_pattern`)."""
-        ...
+    @property
+    def job_env(self) -> JobEnv:
+        """The job id and array index variables and the directive prefix, as one value."""
+        return JobEnv(self.job_id_var, self.array_index_var, self.directive_prefix)
 
-    def check_job_ids(self, job_ids: Iterable[object], *, source: str | PathLike[str] | None = None) -> list[str]:
-        """``job_ids`` as a list, each checked against :attr:`job_id_pattern`.
-
-        Raises:
-            UnsafeValueError: One is not a job id of this scheduler (the message names the value, and
-                ``source`` or the file :func:`hpcjobs.ids.values_from` set).
-        """
-        ...
+    # ------------------------------------------------------------------ required
 
     def submit_argv(self, script: Path, options: SubmitOptions) -> list[str]:
         """The command that submits ``script``."""
-        ...
+        raise UnsupportedCommand(f"{self.name}: submit_argv")
 
     def parse_submit(self, stdout: str) -> str:
         """The job id from the submit command's standard output."""
-        ...
+        raise UnsupportedCommand(f"{self.name}: parse_submit")
 
     def status_argv(self, job_ids: Sequence[str]) -> list[str]:
         """One command that reports the state of all ``job_ids`` (finished ones included)."""
-        ...
+        raise UnsupportedCommand(f"{self.name}: status_argv")
 
     def parse_status(self, stdout: str) -> list[JobStatus]:
         """Parse the status command's output into one record per job or array task."""
-        ...
+        raise UnsupportedCommand(f"{self.name}: parse_status")
 
     def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
         """The command that cancels ``job_ids``."""
-        ...
+        raise UnsupportedCommand(f"{self.name}: cancel_argv")
+
+    def tag_query_argvs(self, name: str, user: str) -> list[list[str]]:
+        """The commands that list the user's jobs named ``name`` with their hpcjobs tags (queue and history)."""
+        raise UnsupportedCommand(f"{self.name}: tag_query_argvs")
+
+    def parse_tag_query(self, stdout: str) -> list[tuple[str, str]]:
+        """``(job id, tag text)`` of each job a tag query's output lists."""
+        raise UnsupportedCommand(f"{self.name}: parse_tag_query")
+
+    # ------------------------------------------------------------------ status answers
+
+    def tolerable_status_error(self, stderr: str) -> bool:
+        """Whether a status command that exited non-zero still answered for the ids it knows."""
+        return False
+
+    def accounting_unavailable(self, stderr: str) -> bool:
+        """Whether the status command failed because accounting is down (the fallback then answers)."""
+        return False
+
+    def accounting_disabled(self, stderr: str) -> bool:
+        """Whether the site keeps no accounting at all (a history query can never answer)."""
+        return False
+
+    def parse_status_table(self, stdout: str) -> StatusTable:
+        """The status answer by column (``columnar_status``)."""
+        raise UnsupportedCommand(f"{self.name}: parse_status_table")
+
+    def fallback_status_argv(self, job_ids: Sequence[str]) -> list[str]:
+        """The second status command (``status_fallback``)."""
+        raise UnsupportedCommand(f"{self.name}: fallback_status_argv")
+
+    def parse_fallback_status(self, stdout: str) -> list[JobStatus]:
+        """The second status command's answer (``status_fallback``)."""
+        raise UnsupportedCommand(f"{self.name}: parse_fallback_status")
+
+    def same_job(self, a: str, b: str) -> bool:
+        """Whether two ids name the same job (equal text unless ``job_ids_as_text`` is off)."""
+        return a == b
+
+    def job_key(self, job_id: str) -> str:
+        """The text two ids of one job share (the id itself unless ``job_ids_as_text`` is off)."""
+        return job_id
+
+    # ------------------------------------------------------------------ submitting and cancelling
+
+    def command_path(self, name: str, env: Mapping[str, str]) -> str:
+        """The executable that runs command ``name`` (``command_paths``; default: ``name`` on ``$PATH``)."""
+        return name
+
+    def submit_argv_in(self, script: Path, options: SubmitOptions, cwd: Path, *,
+                       server_version: tuple[int, int] | None = None) -> list[str]:
+        """The submit command for a job that runs in ``cwd`` (``submit_in_folder``; default: :meth:`submit_argv`)."""
+        return self.submit_argv(script, options)
+
+    def parse_submit_for(self, argv: Sequence[str], stdout: str) -> str:
+        """The job id of the submission ``argv`` (``submit_names_job``; default: :meth:`parse_submit`)."""
+        return self.parse_submit(stdout)
+
+    def needs_server_version(self, script: Path) -> bool:
+        """Whether submitting ``script`` depends on the server's version (``server_version``)."""
+        return False
+
+    def server_version_argv(self) -> list[str]:
+        """The command that prints the server's version (``server_version``)."""
+        raise UnsupportedCommand(f"{self.name}: server_version_argv")
+
+    def parse_server_version(self, stdout: str) -> tuple[int, int] | None:
+        """``(major, minor)`` from :meth:`server_version_argv`'s output (``server_version``)."""
+        raise UnsupportedCommand(f"{self.name}: parse_server_version")
+
+    def cancel_argvs(self, job_ids: Sequence[str]) -> list[list[str]]:
+        """The commands that cancel ``job_ids`` (``per_job_cancel``; default: one :meth:`cancel_argv`)."""
+        return [self.cancel_argv(job_ids)]
+
+    # ------------------------------------------------------------------ limits and the queue
+
+    def config_argv(self) -> list[str]:
+        """The command that prints the scheduler's configuration (``cluster_limits``)."""
+        raise UnsupportedCommand(f"{self.name}: config_argv")
+
+    def parse_limits(self, stdout: str) -> ClusterLimits:
+        """The limits in :meth:`config_argv`'s output (``cluster_limits``)."""
+        raise UnsupportedCommand(f"{self.name}: parse_limits")
+
+    def parse_cluster_name(self, stdout: str) -> str | None:
+        """The cluster's name in :meth:`config_argv`'s output (``cluster_limits``)."""
+        raise UnsupportedCommand(f"{self.name}: parse_cluster_name")
+
+    def user_limits_argv(self, user: str) -> list[str]:
+        """The command that prints ``user``'s limits (``user_limits``)."""
+        raise UnsupportedCommand(f"{self.name}: user_limits_argv")
+
+    def parse_user_limits(self, stdout: str, qos_limits: Mapping[str, int] | None = None) -> int | None:
+        """The user's submit limit (``user_limits``)."""
+        raise UnsupportedCommand(f"{self.name}: parse_user_limits")
+
+    def qos_limits_argv(self) -> list[str]:
+        """The command that prints each QOS's per-user limits (``qos_limits``)."""
+        raise UnsupportedCommand(f"{self.name}: qos_limits_argv")
+
+    def parse_qos_limits(self, stdout: str) -> dict[str, int]:
+        """QOS name to per-user submit limit (``qos_limits``)."""
+        raise UnsupportedCommand(f"{self.name}: parse_qos_limits")
+
+    def queued_argv(self, user: str) -> list[str]:
+        """The command that lists ``user``'s jobs in the queue now (``queued_count``)."""
+        raise UnsupportedCommand(f"{self.name}: queued_argv")
+
+    def parse_queued(self, stdout: str) -> int:
+        """How many jobs :meth:`queued_argv` listed (``queued_count``)."""
+        raise UnsupportedCommand(f"{self.name}: parse_queued")
+
+    # ------------------------------------------------------------------ services and logs
+
+    def retire_argv(self, job_ids: Sequence[str]) -> list[str]:
+        """The command that removes finished jobs (``retire``)."""
+        raise UnsupportedCommand(f"{self.name}: retire_argv")
+
+    def settled_services(self, stdout: str) -> dict[str, list[str]]:
+        """Service name to its object ids, of those that ended (``retire``)."""
+        raise UnsupportedCommand(f"{self.name}: settled_services")
+
+    def inspect_argv(self, object_ids: Sequence[str]) -> list[str]:
+        """The command that prints the full records of ``object_ids`` (``retire``)."""
+        raise UnsupportedCommand(f"{self.name}: inspect_argv")
+
+    def logs_argv(self, job_id: str) -> list[str]:
+        """The command that prints a job's output (``logs_command``)."""
+        raise UnsupportedCommand(f"{self.name}: logs_argv")
+
+
+def job_key_of(backend: BaseBackend) -> Callable[[str], str] | None:
+    """``backend.job_key`` where ids need it to be compared, else ``None`` (compared as text, faster)."""
+    return None if backend.capabilities.job_ids_as_text else backend.job_key
+
+
+def same_job_of(backend: BaseBackend) -> Callable[[str, str], bool] | None:
+    """``backend.same_job`` where ids need it to be compared, else ``None`` (compared as text, faster)."""
+    return None if backend.capabilities.job_ids_as_text else backend.same_job
+
+
+#: The contract every backend meets (kept as the name the rest of hpcjobs types against).
+SchedulerBackend = BaseBackend

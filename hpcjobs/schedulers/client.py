@@ -68,14 +68,13 @@ class SchedulerClient:
             cwd: str | Path | None = None) -> process.CommandResult:
         """Run one scheduler command through the seam, counting it.
 
-        A backend with a ``command_path`` hook (PBS Pro) turns the bare command name into the
-        executable it chose, so errors and logs show which ``qsub`` ran.
+        A backend that chooses its executables (``command_paths``: PBS Pro) turns the bare command
+        name into the one it chose, so errors and logs show which ``qsub`` ran.
         """
         self.calls[argv[0]] = self.calls.get(argv[0], 0) + 1
-        locate = getattr(self.backend, "command_path", None)
-        if locate is not None and argv and "/" not in argv[0]:
+        if self.backend.capabilities.command_paths and argv and "/" not in argv[0]:
             env = {**os.environ, **self.env} if self.env else os.environ
-            argv = [locate(argv[0], env), *argv[1:]]
+            argv = [self.backend.command_path(argv[0], env), *argv[1:]]
         return process.run_command(argv, timeout=timeout, env=self.env, cwd=cwd, check=check)
 
     def submit(self, script: str | Path, options: SubmitOptions | None = None,
@@ -87,26 +86,25 @@ class SchedulerClient:
             CommandTimeout: It did not answer in time; the job may or may not have been queued.
         """
         options = options or SubmitOptions()
-        in_dir = getattr(self.backend, "submit_argv_in", None)  # a job that does not start in the command's cwd
-        asks = getattr(self.backend, "needs_server_version", None)  # Kubernetes: the Job form follows the server
-        extra = {"server_version": self.server_version()} if asks is not None and asks(Path(script)) else {}
-        argv = (in_dir(Path(script), options, Path(cwd) if cwd is not None else Path.cwd(), **extra)
-                if in_dir is not None else self.backend.submit_argv(Path(script), options))
+        backend, caps = self.backend, self.backend.capabilities
+        # Kubernetes: the Job form follows the server's version
+        version = self.server_version() if caps.server_version and backend.needs_server_version(Path(script)) else None
+        argv = (backend.submit_argv_in(Path(script), options, Path(cwd) if cwd is not None else Path.cwd(),
+                                       server_version=version)
+                if caps.submit_in_folder else backend.submit_argv(Path(script), options))
         result = self.run(argv, timeout=SUBMIT_TIMEOUT_S, cwd=cwd)
-        parse_for = getattr(self.backend, "parse_submit_for", None)  # a job id chosen in the argv (Swarm's name)
-        with reading_output_of(result.argv, result.stdout, result.returncode):
-            job_id = (parse_for(argv, result.stdout) if parse_for is not None
-                      else self.backend.parse_submit(result.stdout))
+        with reading_output_of(result.argv, result.stdout, result.returncode):  # Swarm: the id is in the argv
+            job_id = backend.parse_submit_for(argv, result.stdout)
         log.info("submitted %s as %s", script, job_id)
         return job_id
 
     def server_version(self) -> tuple[int, int] | None:
         """The server's ``(major, minor)`` version, asked once per client (``None``: it did not say)."""
         if "server_version" not in self._asked:
-            argv: list[str] = getattr(self.backend, "server_version_argv")()  # noqa: B009 (an optional hook)
-            parse: Callable[[str], tuple[int, int] | None] = getattr(self.backend, "parse_server_version")  # noqa: B009
+            argv = self.backend.server_version_argv()
             try:
-                self._asked["server_version"] = parse(self.run(argv, timeout=QUERY_TIMEOUT_S, check=False).stdout)
+                self._asked["server_version"] = self.backend.parse_server_version(
+                    self.run(argv, timeout=QUERY_TIMEOUT_S, check=False).stdout)
             except HpcJobsError as exc:
                 log.warning("%s did not answer (%s): taking the form every server runs", " ".join(argv), exc)
                 self._asked["server_version"] = None
@@ -117,8 +115,8 @@ class SchedulerClient:
         """The state of every job and array task in ``job_ids``: one batched scheduler call.
 
         On Slurm a job submitted a moment ago may not be in accounting yet; the ids sacct
-        does not know are then asked of ``squeue`` in one more batched call (backends that set
-        ``fallback_for_missing``). When accounting is unavailable altogether, ``squeue`` answers
+        does not know are then asked of ``squeue`` in one more batched call (backends with the
+        ``fallback_for_missing`` capability). When accounting is unavailable altogether, ``squeue`` answers
         for all of them. PBS's ``qstat`` knows a job from the moment ``qsub`` returns: an id its
         answer leaves out is unknown, and no second call is made.
         """
@@ -138,7 +136,7 @@ class SchedulerClient:
                      reuse: Callable[[str], StatusTable | None] | None = None) -> StatusTable:
         """What :meth:`status` says, held by column (one call, the same fallbacks).
 
-        A backend with ``parse_status_table`` reads its answer without one object per array task
+        A backend with ``columnar_status`` reads its answer without one object per array task
         (a million-task sweep); others are read by ``parse_status`` and grouped.
 
         Args:
@@ -150,8 +148,7 @@ class SchedulerClient:
 
         from hpcjobs.schedulers.status_table import StatusTable
 
-        fast = getattr(self.backend, "parse_status_table", None)
-        if fast is None or not job_ids:
+        if not self.backend.capabilities.columnar_status or not job_ids:
             return StatusTable.from_records(self.status(job_ids))
         result = self._status_call(job_ids)
         if result.returncode != 0:
@@ -161,9 +158,9 @@ class SchedulerClient:
         if known is not None:
             return known
         with reading_output_of(result.argv, result.stdout, result.returncode):
-            table: StatusTable = fast(result.stdout)
+            table: StatusTable = self.backend.parse_status_table(result.stdout)
         table.digest = None if result.stdout_omitted else digest
-        same = getattr(self.backend, "same_job", None)
+        same = None if self.backend.capabilities.job_ids_as_text else self.backend.same_job
         missing = self._missing(job_ids, lambda j: table.covers(j, same), None)
         if missing:
             table.add_records(self._fallback_status(missing, check=False))
@@ -177,34 +174,32 @@ class SchedulerClient:
     def _missing(self, job_ids: Sequence[str], covered: Callable[[str], bool],
                  records: Sequence[JobStatus] | None) -> list[str]:
         """The ids a status answer left out, when the backend asks again for those (else none)."""
-        if getattr(self.backend, "fallback_status_argv", None) is None or not getattr(
-                self.backend, "fallback_for_missing", False):
+        caps = self.backend.capabilities
+        if not (caps.status_fallback and caps.fallback_for_missing):
             return []
-        if records is not None and getattr(self.backend, "same_job", None) is None:  # one pass, not one per id
+        if records is not None and caps.job_ids_as_text:  # one pass, not one per id
             seen = {r.job_id for r in records} | {r.array_job_id for r in records if r.array_job_id is not None}
             return [j for j in job_ids if j not in seen]
         return [j for j in job_ids if not covered(j)]
 
     def _status_after_error(self, job_ids: Sequence[str], result: process.CommandResult) -> list[JobStatus]:
         """A status call that exited non-zero: what it still says, or the fallback's answer, or the error."""
-        fallback = getattr(self.backend, "fallback_status_argv", None)
-        tolerable = getattr(self.backend, "tolerable_status_error", None)
-        if tolerable is not None and tolerable(result.stderr):
+        backend = self.backend
+        if backend.tolerable_status_error(result.stderr):
             with reading_output_of(result.argv, result.stdout, result.returncode):
-                return self.backend.parse_status(result.stdout)  # some ids unknown; the rest are reported
-        unavailable = getattr(self.backend, "accounting_unavailable", None)
-        if fallback is not None and unavailable is not None and unavailable(result.stderr):
-            log.info("accounting unavailable (%s); using %s", result.stderr.strip(), fallback(job_ids)[0])
+                return backend.parse_status(result.stdout)  # some ids unknown; the rest are reported
+        if backend.capabilities.status_fallback and backend.accounting_unavailable(result.stderr):
+            log.info("accounting unavailable (%s); using %s", result.stderr.strip(),
+                     backend.fallback_status_argv(job_ids)[0])
             return self._fallback_status(job_ids, check=True)
         raise CommandError(result.argv, result.returncode, result.stdout, result.stderr)
 
     def _fallback_status(self, job_ids: Sequence[str], *, check: bool) -> list[JobStatus]:
         with process.output_limits(STATUS_MAX_STDOUT):
-            res = self.run(self.backend.fallback_status_argv(job_ids), check=False)  # type: ignore[attr-defined]
-        tolerable = getattr(self.backend, "tolerable_status_error", None)
-        if res.returncode == 0 or res.stdout.strip() or (tolerable is not None and tolerable(res.stderr)):
+            res = self.run(self.backend.fallback_status_argv(job_ids), check=False)
+        if res.returncode == 0 or res.stdout.strip() or self.backend.tolerable_status_error(res.stderr):
             with reading_output_of(res.argv, res.stdout, res.returncode):
-                return self.backend.parse_fallback_status(res.stdout)  # type: ignore[attr-defined, no-any-return]
+                return self.backend.parse_fallback_status(res.stdout)
         if check:
             raise CommandError(res.argv, res.returncode, res.stdout, res.stderr)
         return []  # squeue exits 1 when it knows none of the ids
@@ -212,21 +207,20 @@ class SchedulerClient:
     def covers(self, records: Sequence[JobStatus], job_id: str) -> bool:
         """Whether ``records`` say anything about ``job_id`` (a job, an array, or one array task).
 
-        Uses the backend's ``same_job`` when it has one (PBS ids may carry a different server suffix).
+        Uses the backend's ``same_job`` (PBS ids may carry a different server suffix).
         """
-        same = getattr(self.backend, "same_job", None) or (lambda a, b: a == b)
+        same = self.backend.same_job
         return any(same(r.job_id, job_id) or (r.array_job_id is not None and same(r.array_job_id, job_id))
                    for r in records)
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Cancel ``job_ids`` in one call (unknown or finished jobs are not an error on Slurm).
 
-        A backend with ``cancel_argvs`` cancels with one command per job (Swarm: one update per service).
+        A backend with ``per_job_cancel`` cancels with one command per job (Swarm: one update per service).
         """
         if not job_ids:
             return
-        per_job = getattr(self.backend, "cancel_argvs", None)
-        for argv in per_job(job_ids) if per_job is not None else [self.backend.cancel_argv(job_ids)]:
+        for argv in self.backend.cancel_argvs(job_ids):
             self.run(argv)
 
     def limits(self, user: str | None = None) -> ClusterLimits:
@@ -241,21 +235,19 @@ class SchedulerClient:
         """
         from hpcjobs.schedulers import limits_cache
 
-        config_argv = getattr(self.backend, "config_argv", None)
-        if config_argv is None:
+        backend = self.backend
+        if not backend.capabilities.cluster_limits:
             return ClusterLimits()
         user = user or getpass.getuser()
-        key = self._limits_cache_key(config_argv()[0], user)
+        key = self._limits_cache_key(backend.config_argv()[0], user)
         cached = limits_cache.load(key) if key else None
         if cached is not None:
             log.info("scheduler limits from the cache (%s): %s", key, cached)
             return cached
         timeout = limits_cache.query_timeout_s()
-        limits: ClusterLimits = self.backend.parse_limits(  # type: ignore[attr-defined]
-            self.run(config_argv(), timeout=timeout).stdout)
-        user_argv = getattr(self.backend, "user_limits_argv", None)
-        if user_argv is not None:
-            argv = user_argv(user)
+        limits = backend.parse_limits(self.run(backend.config_argv(), timeout=timeout).stdout)
+        if backend.capabilities.user_limits:
+            argv = backend.user_limits_argv(user)
             try:
                 res = self.run(argv, check=False, timeout=timeout)
             except HpcJobsError as exc:  # sacctmgr missing or hung: limits stay unknown
@@ -263,8 +255,7 @@ class SchedulerClient:
             else:
                 if res.returncode == 0:
                     qos = self._qos_limits(timeout)
-                    limits = replace(limits, max_submit_jobs=self.backend.parse_user_limits(  # type: ignore[attr-defined]
-                        res.stdout, qos))
+                    limits = replace(limits, max_submit_jobs=backend.parse_user_limits(res.stdout, qos))
                 else:
                     log.warning("could not read MaxSubmitJobs: %s exited %s: %s", " ".join(argv), res.returncode,
                                 printable(res.stderr.strip())[:500])
@@ -274,10 +265,9 @@ class SchedulerClient:
 
     def _qos_limits(self, timeout: float) -> dict[str, int]:
         """Per-user submit limits of the QOS (``{}`` when the backend has none or they cannot be read)."""
-        argv_of = getattr(self.backend, "qos_limits_argv", None)
-        if argv_of is None:
+        if not self.backend.capabilities.qos_limits:
             return {}
-        argv = argv_of()
+        argv = self.backend.qos_limits_argv()
         try:
             res = self.run(argv, check=False, timeout=timeout)
         except HpcJobsError as exc:
@@ -287,8 +277,7 @@ class SchedulerClient:
             log.warning("could not read the QOS submit limits: %s exited %s: %s", " ".join(argv), res.returncode,
                         printable(res.stderr.strip())[:500])
             return {}
-        qos: dict[str, int] = self.backend.parse_qos_limits(res.stdout)  # type: ignore[attr-defined]
-        return qos
+        return self.backend.parse_qos_limits(res.stdout)
 
     def _limits_cache_key(self, command: str, user: str) -> str | None:
         """Cache key of the limits: family, cluster named by local config files, client executable, user."""
@@ -296,27 +285,24 @@ class SchedulerClient:
         from hpcjobs.schedulers import limits_cache
 
         env = {**os.environ, **self.env} if self.env else os.environ
-        family = getattr(self.backend, "name", type(self.backend).__name__)
+        family = self.backend.name
         cluster = slurm_cluster_name(env) if family == "slurm" else pbs_server_name(env)
-        locate = getattr(self.backend, "command_path", None)
         try:
-            executable = locate(command, env) if locate is not None else (shutil.which(command, path=env.get("PATH"))
-                                                                          or command)
+            executable = (self.backend.command_path(command, env) if self.backend.capabilities.command_paths
+                          else shutil.which(command, path=env.get("PATH")) or command)
         except HpcJobsError:
             return None
         return limits_cache.cache_key(family, cluster, executable, user)
 
     def cluster_name(self) -> str | None:
         """The scheduler's cluster name (Slurm ClusterName), or ``None`` when it cannot be asked."""
-        config_argv = getattr(self.backend, "config_argv", None)
-        if config_argv is None:
+        if not self.backend.capabilities.cluster_limits:
             return None
         try:
-            result = self.run(config_argv(), timeout=10)
+            result = self.run(self.backend.config_argv(), timeout=10)
         except HpcJobsError:
             return None
-        name: str | None = self.backend.parse_cluster_name(result.stdout)  # type: ignore[attr-defined]
-        return name
+        return self.backend.parse_cluster_name(result.stdout)
 
     def wait(
         self,

@@ -36,7 +36,7 @@ from hpcjobs.config.site_containers import mount_path
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 from hpcjobs.formats import kubernetes as fmt
 from hpcjobs.output import atomic_write_text
-from hpcjobs.schedulers.base import JobIdGrammar, JobStatus, SubmitOptions
+from hpcjobs.schedulers.base import BaseBackend, Capabilities, JobStatus, SubmitOptions
 from hpcjobs.schedulers.containers import distributed_problem
 from hpcjobs.states import JobTag, parse_job_tag
 
@@ -247,7 +247,7 @@ def render_manifest(text: str, script: Path, cwd: Path, tag: JobTag,
     return chunk_manifest(settings, script, cwd, tag, server_version)[0]
 
 
-class KubernetesBackend(JobIdGrammar):
+class KubernetesBackend(BaseBackend):
     """Kubernetes commands (``kubectl``) and output parsers.
 
     Every job id is checked (:meth:`check_job_ids`) before it goes into an argv; Job names are operands
@@ -255,8 +255,11 @@ class KubernetesBackend(JobIdGrammar):
     """
 
     name = "kubernetes"
+    capabilities = Capabilities(services=True, submit_in_folder=True, submit_names_job=True, server_version=True,
+                                logs_command=True)
     directive_prefix = DIRECTIVE_PREFIX
     array_index_var = "HPCJOBS_TASK_INDEX"
+    job_id_var = "HPCJOBS_JOB_ID"
     job_id_what = "Kubernetes job id"
     job_id_pattern = JOB_ID_RE
     job_id_grammar = "<namespace>/<chunk>, each a DNS-1123 label (a-z, 0-9 and -, at most 63)"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hpcjobs.formats import pbs as fmt
 from hpcjobs.formats import torque as tfmt
-from hpcjobs.schedulers.base import ArraySpec, ClusterLimits, JobIdGrammar, JobStatus, SubmitOptions
+from hpcjobs.schedulers.base import ArraySpec, BaseBackend, Capabilities, ClusterLimits, JobStatus, SubmitOptions
 from hpcjobs.schedulers.locate import locate_pbs_command
 
 #: A PBS (and Torque) job id: the sequence number, an array (``123[]``), subjob (``123[4]``) or subjob
@@ -44,7 +44,7 @@ def torque_array_argument(array: ArraySpec) -> str:
     return text + (f"%{array.throttle}" if array.throttle else "")
 
 
-class PbsProBackend(JobIdGrammar):
+class PbsProBackend(BaseBackend):
     """PBS Pro / OpenPBS commands and output parsers.
 
     Every job id is checked (:meth:`check_job_ids`) before it goes into an argv, and ``qstat``/``qdel``
@@ -52,8 +52,11 @@ class PbsProBackend(JobIdGrammar):
     """
 
     name = "pbspro"
+    capabilities = Capabilities(packing=True, dependencies=True, status_fallback=True, cluster_limits=True,
+                                job_ids_as_text=False, command_paths=True, failed_upstream="deleted")
     directive_prefix = "#PBS"
     array_index_var = "PBS_ARRAY_INDEX"
+    job_id_var = "PBS_JOBID"
     job_id_what = "PBS job id"
     job_id_pattern = JOB_ID_RE
     job_id_grammar = "digits, optionally [], [N] or [N-M], then the server: 123.server, 123[].server, 123[4].server"

@@ -1,36 +1,136 @@
-"""The backends, registered by name in a plain dict (``BACKENDS["slurm"]``).
+"""The backends, registered by name (``BACKENDS["slurm"]``), each checked against the contract.
 
-Importing this module imports no heavy dependency: backends are command
-builders and pure parsers; :mod:`hpcjobs.schedulers.client` runs them.
+Importing this module imports no heavy dependency: backends are command builders and pure
+parsers; :mod:`hpcjobs.schedulers.client` runs them. A backend outside this package registers with
+:func:`register`, or through the ``hpcjobs.schedulers`` entry point group (the entry point names a
+:class:`~hpcjobs.schedulers.base.BaseBackend` subclass or instance), loaded the first time a name
+is not found among the built-in ones.
 """
 
 from __future__ import annotations
 
 from hpcjobs.errors import ConfigError, ConfigProblem
-from hpcjobs.schedulers.base import SchedulerBackend
+from hpcjobs.schedulers.base import CAPABILITY_HOOKS, BaseBackend, Capabilities, JobEnv
 from hpcjobs.schedulers.kubernetes import KubernetesBackend
 from hpcjobs.schedulers.pbs import PbsProBackend, TorqueBackend
 from hpcjobs.schedulers.slurm import SlurmBackend
 from hpcjobs.schedulers.swarm import SwarmBackend
 
-#: Scheduler family → backend.
-BACKENDS: dict[str, SchedulerBackend] = {
-    "slurm": SlurmBackend(),
-    "pbspro": PbsProBackend(),
-    "torque": TorqueBackend(),
-    "swarm": SwarmBackend(),
-    "kubernetes": KubernetesBackend(),
-}
+#: The entry point group out-of-tree backends register under.
+ENTRY_POINT_GROUP = "hpcjobs.schedulers"
+
+#: What the local runner (``site: local``, points run as processes of this machine) can do.
+LOCAL_CAPABILITIES = Capabilities()
+#: What a point run by the local runner finds in its environment (``#`` lines are comments).
+LOCAL_JOB_ENV = JobEnv(job_id_var="HPCJOBS_JOB_ID", array_index_var="HPCJOBS_ARRAY_INDEX", directive_prefix="#")
+
+#: Class attributes every backend sets.
+REQUIRED_ATTRIBUTES = ("name", "directive_prefix", "array_index_var", "job_id_var", "job_id_pattern",
+                       "job_id_grammar")
+#: Commands every backend implements itself.
+REQUIRED_HOOKS = ("submit_argv", "parse_submit", "status_argv", "parse_status", "cancel_argv",
+                  "tag_query_argvs", "parse_tag_query")
 
 
-def get_backend(name: str) -> SchedulerBackend:
+class BackendContractError(TypeError):
+    """A backend that does not meet the contract (a programming error, raised when it registers)."""
+
+
+def contract_problems(backend: object) -> list[str]:
+    """What ``backend`` lacks of the contract: ``[]`` when it meets it.
+
+    A backend is a :class:`BaseBackend`; it sets :data:`REQUIRED_ATTRIBUTES`, overrides
+    :data:`REQUIRED_HOOKS`, and for each capability of :data:`CAPABILITY_HOOKS` overrides that
+    capability's hooks exactly when the capability is on (``job_ids_as_text`` exactly when it is off).
+    """
+    if not isinstance(backend, BaseBackend):
+        return [f"{type(backend).__name__} is not a BaseBackend"]
+    cls = type(backend)
+    problems = [f"class attribute {a} is not set" for a in REQUIRED_ATTRIBUTES if not hasattr(cls, a)]
+    problems += [f"{h} is not implemented" for h in REQUIRED_HOOKS if getattr(cls, h) is getattr(BaseBackend, h)]
+    caps = backend.capabilities
+    if not isinstance(caps, Capabilities):
+        return [*problems, "capabilities is not a Capabilities"]
+    for flag, hooks in CAPABILITY_HOOKS.items():
+        wanted = getattr(caps, flag) != (flag == "job_ids_as_text")
+        for hook in hooks:
+            given = getattr(cls, hook) is not getattr(BaseBackend, hook)
+            if wanted and not given:
+                problems.append(f"capability {flag} is declared but {hook} is not implemented")
+            elif given and not wanted:
+                problems.append(f"{hook} is implemented but capability {flag} does not say so")
+    return problems
+
+
+#: Scheduler family -> backend.
+BACKENDS: dict[str, BaseBackend] = {}
+
+
+def register(backend: BaseBackend) -> BaseBackend:
+    """Add ``backend`` to :data:`BACKENDS` under its name, after checking it meets the contract.
+
+    Raises:
+        BackendContractError: It does not (every problem is listed), or its name is taken by another.
+    """
+    problems = contract_problems(backend)
+    if problems:
+        raise BackendContractError(f"scheduler backend {type(backend).__name__}: " + "; ".join(problems))
+    known = BACKENDS.get(backend.name)
+    if known is not None and type(known) is not type(backend):
+        raise BackendContractError(f"scheduler backend name {backend.name!r} is taken by {type(known).__name__}")
+    BACKENDS[backend.name] = backend
+    return backend
+
+
+for _backend in (SlurmBackend(), PbsProBackend(), TorqueBackend(), SwarmBackend(), KubernetesBackend()):
+    register(_backend)
+_entry_points_loaded = False
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        obj = ep.load()
+        register(obj() if isinstance(obj, type) else obj)
+
+
+def get_backend(name: str) -> BaseBackend:
     """The backend for a scheduler family.
 
     Raises:
         ConfigError: No backend of that name.
     """
+    if name not in BACKENDS:
+        _load_entry_points()
     try:
         return BACKENDS[name]
     except KeyError:
         raise ConfigError(ConfigProblem(f"no scheduler backend {name!r}", key="scheduler",
                                         choices=tuple(BACKENDS))) from None
+
+
+def capabilities_of(scheduler: str) -> Capabilities:
+    """What jobs on ``scheduler`` get (the local runner included): ask this, never compare names.
+
+    Raises:
+        ConfigError: No backend of that name.
+    """
+    if scheduler == "local":
+        return LOCAL_CAPABILITIES
+    return get_backend(scheduler).capabilities
+
+
+def job_env_of(scheduler: str) -> JobEnv:
+    """The job id and array index variables and the directive prefix of ``scheduler`` (the local runner's too).
+
+    Raises:
+        ConfigError: No backend of that name.
+    """
+    if scheduler == "local":
+        return LOCAL_JOB_ENV
+    return get_backend(scheduler).job_env

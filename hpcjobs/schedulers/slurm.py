@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hpcjobs.formats import slurm as fmt
-from hpcjobs.schedulers.base import ArraySpec, ClusterLimits, JobIdGrammar, JobStatus, SubmitOptions
+from hpcjobs.schedulers.base import ArraySpec, BaseBackend, Capabilities, ClusterLimits, JobStatus, SubmitOptions
 from hpcjobs.schedulers.status_table import StatusTable
 
 #: Messages with which sacct says accounting is unavailable (then status falls back to squeue).
@@ -43,7 +43,7 @@ def slurm_dependency(options: SubmitOptions) -> str:
     return ",".join(f"after{cond}:" + ":".join(SlurmBackend().check_job_ids(ids)) for cond, ids in groups)
 
 
-class SlurmBackend(JobIdGrammar):
+class SlurmBackend(BaseBackend):
     """Slurm commands and output parsers.
 
     Every job id is checked (:meth:`check_job_ids`) before it goes into an argv: ``sacct``/``squeue``
@@ -52,13 +52,16 @@ class SlurmBackend(JobIdGrammar):
     """
 
     name = "slurm"
+    #: fallback_for_missing: ids the status call does not know may be too new for accounting: squeue answers.
+    capabilities = Capabilities(packing=True, dependencies=True, columnar_status=True, status_fallback=True,
+                                fallback_for_missing=True, cluster_limits=True, user_limits=True, qos_limits=True,
+                                queued_count=True, failed_upstream="blocked")
     directive_prefix = "#SBATCH"
     array_index_var = "SLURM_ARRAY_TASK_ID"
+    job_id_var = "SLURM_JOB_ID"
     job_id_what = "Slurm job id"
     job_id_pattern = JOB_ID_RE
     job_id_grammar = "digits, optionally with an array task or range and a het component: 123, 123_4, 123_[1-5], 123+1"
-    #: Ids the status call does not know may be too new for accounting: ask the fallback (squeue) for them.
-    fallback_for_missing = True
 
     def submit_argv(self, script: Path, options: SubmitOptions) -> list[str]:
         """``sbatch --parsable`` with the options as arguments (they override the script's directives)."""

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from hpcjobs.config.site_containers import mount_path
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 from hpcjobs.formats import swarm as fmt
-from hpcjobs.schedulers.base import JobIdGrammar, JobStatus, SubmitOptions
+from hpcjobs.schedulers.base import BaseBackend, Capabilities, JobStatus, SubmitOptions
 from hpcjobs.schedulers.containers import distributed_problem
 from hpcjobs.states import parse_job_tag
 from hpcjobs.units import format_memory_slurm
@@ -186,7 +186,7 @@ def _run_folders(script: Path, cwd: Path) -> list[Path]:
     return folders
 
 
-class SwarmBackend(JobIdGrammar):
+class SwarmBackend(BaseBackend):
     """Docker Swarm commands (the ``docker`` CLI) and output parsers.
 
     Every service name and object id is checked (:meth:`check_job_ids`, :meth:`check_object_ids`)
@@ -194,8 +194,11 @@ class SwarmBackend(JobIdGrammar):
     """
 
     name = "swarm"
+    capabilities = Capabilities(services=True, submit_in_folder=True, submit_names_job=True, per_job_cancel=True,
+                                retire=True, logs_command=True)
     directive_prefix = DIRECTIVE_PREFIX
     array_index_var = "HPCJOBS_TASK_INDEX"
+    job_id_var = "HPCJOBS_JOB_ID"
     job_id_what = "Docker Swarm service name"
     job_id_pattern = JOB_ID_RE
     job_id_grammar = "a docker object name: a letter or digit, then letters, digits, _ . - (at most 63)"
@@ -215,7 +218,8 @@ class SwarmBackend(JobIdGrammar):
         """:meth:`submit_argv_in` the current directory."""
         return self.submit_argv_in(script, options, Path.cwd())
 
-    def submit_argv_in(self, script: Path, options: SubmitOptions, cwd: Path) -> list[str]:
+    def submit_argv_in(self, script: Path, options: SubmitOptions, cwd: Path, *,
+                       server_version: tuple[int, int] | None = None) -> list[str]:
         """``docker service create`` of ``script``, submitted from ``cwd`` (the job starts there).
 
         The service is named after the tag and labelled with it; the submit directory and the sweep

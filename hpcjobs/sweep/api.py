@@ -325,9 +325,7 @@ def cancel_sweep(name: str | Path, *, root: str | Path | None = None,
         recorded = [s.job_id for s in ledger.live_submissions(with_unseated=False) if s.job_id]
         if recorded and meta.scheduler != "local":  # the recorded ids are checked before anything changes
             c = client or client_for(meta.scheduler)
-            check = getattr(c.backend, "check_job_ids", None)
-            if check is not None:
-                check(recorded)
+            c.backend.check_job_ids(recorded)
         ledger.cancel_pending()
         ids = [s.job_id for s in ledger.live_submissions(with_unseated=False) if s.job_id]
         if meta.scheduler == "local":

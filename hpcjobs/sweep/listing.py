@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hpcjobs import states
 from hpcjobs.errors import HpcJobsError, LedgerError
+from hpcjobs.schedulers.base import job_key_of
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.sweep.identity import SweepRoot, find_sweep_root, sweep_folders
@@ -120,8 +121,7 @@ def list_sweeps(root: str | Path | None = None, *, poll: bool = False,
                 family = meta.scheduler
                 polled = family in polled_at and d in live
                 if polled and live[d] and not ledger.read_only:
-                    key = getattr(clients[family].backend, "job_key", None)
-                    ledger.apply_status(records_by[family], job_key=key)
+                    ledger.apply_status(records_by[family], job_key=job_key_of(clients[family].backend))
                 last_change = ledger.last_change()
                 as_of = polled_at[family] if polled else last_change
                 if poll and d in live and not live[d]:

@@ -139,14 +139,21 @@ def single_job_log_paths(scheduler: str, name: str, output_dir: str, job_id: str
     return base / f"{stem}.out", base / f"{stem}.err"
 
 
+def _logs_by_command(scheduler: str) -> bool:
+    from hpcjobs.schedulers.registry import capabilities_of
+
+    return capabilities_of(scheduler).logs_command
+
+
 def log_command(scheduler: str, job_id: str) -> str:
     """The command that shows what a Swarm service or a Kubernetes chunk printed (``""`` for other schedulers)."""
     import shlex
 
     from hpcjobs.schedulers.registry import get_backend
 
-    argv = getattr(get_backend(scheduler), "logs_argv", None)
-    return shlex.join(argv(job_id)) if argv is not None else ""
+    if not _logs_by_command(scheduler):
+        return ""
+    return shlex.join(get_backend(scheduler).logs_argv(job_id))
 
 
 def _single_logs(folder: Path, meta: Any, record: Any, attempts: Sequence[dict[str, Any]],
@@ -163,7 +170,7 @@ def _single_logs(folder: Path, meta: Any, record: Any, attempts: Sequence[dict[s
     if not job_id:
         raise ConfigError(ConfigProblem(f"job {meta.sweep_id} has no job id ({state}): it was never submitted, "
                                         "so it has no output", key="job"))
-    if not extra.get("default_logs", True) and meta.scheduler in ("swarm", "kubernetes"):
+    if not extra.get("default_logs", True) and _logs_by_command(meta.scheduler):
         command = log_command(meta.scheduler, job_id)
         raise ConfigError(ConfigProblem(f"job {job_id}: the site does not mount the submit directory into the job, "
                                         f"so its output is only in the scheduler's log: {command}", key="job"))

@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from hpcjobs.errors import ConfigError, ConfigProblem, HpcJobsError, LedgerError, printable
-from hpcjobs.schedulers.base import JobStatus
+from hpcjobs.schedulers.base import JobStatus, SchedulerBackend, same_job_of
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.states import parse_job_tag
@@ -95,10 +95,7 @@ def tagged_jobs(client: SchedulerClient, sweep_id: str, name: str, user: str, *,
         history: Also ask accounting for finished jobs (``sacct`` on Slurm); else the live queue only.
     """
     backend = client.backend
-    query = getattr(backend, "tag_query_argvs", None)
-    if query is None:
-        return TagLookup()
-    argvs = query(name, user)
+    argvs = backend.tag_query_argvs(name, user)
     found: dict[str, list[str]] = {}
     conclusive = True
     for i, argv in enumerate(argvs if history else argvs[:1]):
@@ -121,7 +118,7 @@ def tagged_jobs(client: SchedulerClient, sweep_id: str, name: str, user: str, *,
             if not result.stdout.strip():
                 continue
         try:
-            pairs = backend.parse_tag_query(result.stdout)  # type: ignore[attr-defined]
+            pairs = backend.parse_tag_query(result.stdout)
         except HpcJobsError as exc:
             log.warning("could not read the submissions %s listed (%s)", argv[0], exc)
             conclusive = False
@@ -133,10 +130,9 @@ def tagged_jobs(client: SchedulerClient, sweep_id: str, name: str, user: str, *,
     return TagLookup({t: sorted(j, key=numeric_job_order) for t, j in found.items()}, conclusive)
 
 
-def _keeps_no_history(backend: object, stderr: str) -> bool:
+def _keeps_no_history(backend: SchedulerBackend, stderr: str) -> bool:
     """Whether a failed history query says the scheduler keeps no history (not that it is down)."""
-    disabled = getattr(backend, "accounting_disabled", None)
-    return bool(disabled is not None and disabled(stderr))
+    return backend.accounting_disabled(stderr)
 
 
 def await_tokens(client: SchedulerClient, tokens: Collection[str], sweep_id: str, name: str, user: str, *,
@@ -193,8 +189,7 @@ def settle_unseen(ledger: Ledger, client: SchedulerClient, subs: Sequence[Submis
         The tokens marked lost.
     """
     if isinstance(records, StatusTable):
-        same = getattr(client.backend, "same_job", None)
-        covered = {s.token for s in subs if s.job_id and records.covers(s.job_id, same)}
+        covered = {s.token for s in subs if s.job_id and records.covers(s.job_id, same_job_of(client.backend))}
     else:
         covered = {s.token for s in subs if s.job_id and client.covers(records, s.job_id)}
     unseen = [s for s in subs if s.token not in covered]

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from hpcjobs.sweep.ledger import Ledger
     from hpcjobs.sweep.prepare import PreparedSweep
 
-__all__ = ["EXIT_FILE_PREFIX", "PACKED_SCHEDULERS", "active_pack", "chunk_pack_plan", "exit_files", "pack_size",
+__all__ = ["EXIT_FILE_PREFIX", "active_pack", "chunk_pack_plan", "exit_files", "pack_size",
            "packed_array_job", "packed_tokens", "point_outcome", "read_exit", "refine_packed", "render_packed",
            "tasks_for"]
 
@@ -48,14 +48,13 @@ __all__ = ["EXIT_FILE_PREFIX", "PACKED_SCHEDULERS", "active_pack", "chunk_pack_p
 _REFINED = frozenset(states.TERMINAL_STATES | {states.RUNNING, states.COMPLETING, states.SUSPENDED})
 
 
-#: Schedulers whose sweeps can be packed (the local runner, Swarm and Kubernetes run one point per task).
-PACKED_SCHEDULERS = frozenset({"slurm", "pbspro", "torque"})
-
-
 def active_pack(prepared: PreparedSweep) -> Pack | None:
-    """The experiment's ``pack:`` where the site's scheduler packs points, else ``None`` (run unpacked)."""
+    """The experiment's ``pack:`` where the site's scheduler packs points (its ``packing`` capability),
+    else ``None`` (run unpacked: the local runner, Swarm and Kubernetes run one point per task)."""
+    from hpcjobs.schedulers.registry import capabilities_of
+
     pack = prepared.experiment.pack
-    return pack if pack is not None and prepared.site.scheduler in PACKED_SCHEDULERS else None
+    return pack if pack is not None and capabilities_of(prepared.site.scheduler).packing else None
 
 
 def pack_size(prepared: PreparedSweep) -> int:

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING
 
 from hpcjobs import states
 from hpcjobs.errors import ConfigError, ConfigProblem, HpcJobsError
-from hpcjobs.schedulers.base import JobDependency, JobStatus
+from hpcjobs.schedulers.base import JobDependency, JobStatus, SchedulerBackend, job_key_of
 from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.schedulers.registry import capabilities_of
 from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.sweep.ledger import LEDGER_FILE, Ledger, UpstreamRecord
 
@@ -45,8 +46,6 @@ __all__ = ["BLOCKED_REASON", "CONDITION_TYPE", "PBS_DELETED_STATE_RAW", "Resolve
 
 #: ``after:`` conditions → the scheduler's dependency type (``ok``: afterok, ``any``: afterany).
 CONDITION_TYPE: dict[str, str] = {"ok": "ok", "any": "any", "done": "any"}
-#: Schedulers whose submit command can wait for other jobs.
-DEPENDENT_SCHEDULERS: tuple[str, ...] = ("slurm", "pbspro", "torque")
 #: Slurm's pending reason of a job whose dependency can never be satisfied (squeue(1) JOB REASON CODES).
 BLOCKED_REASON = "DependencyNeverSatisfied"
 #: The state text recorded for points cancelled because their upstream failed.
@@ -240,7 +239,7 @@ def _wait_list(spec: UpstreamSpec, ledger: Ledger, scheduler: str) -> tuple[str,
         raise _problem(spec, f"upstream {sweep_id} has ended without success ({what}): with when: ok this would "
                              f"never run. Resubmit the upstream first (hpcjobs resubmit {sweep_id}), or wait for "
                              "any ending (when: any, --after any:REF)")
-    if wait and scheduler not in DEPENDENT_SCHEDULERS:
+    if wait and not capabilities_of(scheduler).dependencies:
         raise _problem(spec, f"upstream {sweep_id} has not ended, and the {scheduler} site cannot wait for it: "
                              "run this when it has ended")
     return tuple(wait)
@@ -267,7 +266,7 @@ def resolve_upstreams(specs: Sequence[UpstreamSpec], *, scheduler: str, root: st
     for spec in specs:
         folder = find_upstream(spec, root, site)
         if folder is None:
-            if scheduler not in DEPENDENT_SCHEDULERS:
+            if not capabilities_of(scheduler).dependencies:
                 raise _problem(spec, f"upstream job {spec.ref}: the {scheduler} site cannot wait for a job")
             out.append(ResolvedUpstream(spec, None, None, (spec.ref,)))
             continue
@@ -306,12 +305,11 @@ def cancel_blocked(ledger: Ledger, client: SchedulerClient) -> list[str]:
         The job ids cancelled.
     """
     backend = client.backend
-    argv_of = getattr(backend, "fallback_status_argv", None)
     if ledger.read_only or not ledger.upstreams():
         return []
-    if backend.name in ("pbspro", "torque"):
+    if backend.capabilities.failed_upstream == "deleted":
         return _deleted_by_server(ledger, backend)
-    if backend.name != "slurm" or argv_of is None:
+    if backend.capabilities.failed_upstream != "blocked" or not backend.capabilities.status_fallback:
         return []
     if not ledger.summary().get(states.PENDING):
         return []
@@ -319,8 +317,8 @@ def cancel_blocked(ledger: Ledger, client: SchedulerClient) -> list[str]:
     if not ids:
         return []
     try:
-        result = client.run(argv_of(ids), check=False)
-        records: list[JobStatus] = backend.parse_fallback_status(result.stdout)  # type: ignore[attr-defined]
+        result = client.run(backend.fallback_status_argv(ids), check=False)
+        records = backend.parse_fallback_status(result.stdout)
     except HpcJobsError:
         return []  # the next status asks again
     blocked = [r for r in records if r.state == states.PENDING and (r.reason or "").startswith(BLOCKED_REASON)]
@@ -331,7 +329,7 @@ def cancel_blocked(ledger: Ledger, client: SchedulerClient) -> list[str]:
     table = StatusTable.from_records([JobStatus(
         job_id=r.job_id, state=states.CANCELLED, state_raw=BLOCKED_STATE_RAW, array_job_id=r.array_job_id,
         array_task_id=r.array_task_id, array_task_spec=r.array_task_spec, reason=r.reason) for r in blocked])
-    ledger.apply_status(table, job_key=getattr(backend, "job_key", None))
+    ledger.apply_status(table, job_key=job_key_of(backend))
     ledger.record_upstream_cancelled(jobs)
     return jobs
 
@@ -362,7 +360,7 @@ def settle_upstreams(experiment: Experiment, experiment_path: Path, scheduler: s
     return dependencies(resolved), [r.record() for r in resolved]
 
 
-def _deleted_by_server(ledger: Ledger, backend: object) -> list[str]:
+def _deleted_by_server(ledger: Ledger, backend: SchedulerBackend) -> list[str]:
     """Points of jobs an OpenPBS server deleted for a dependency that cannot be met: ``CANCELLED``.
 
     qsub(1B): a job whose dependency cannot be satisfied is deleted by the server. On OpenPBS 23.06 its
@@ -379,7 +377,7 @@ def _deleted_by_server(ledger: Ledger, backend: object) -> list[str]:
                          state_raw=PBS_DELETED_STATE_RAW,
                          array_job_id=p.array_job_id if p.array_index is not None else None,
                          array_task_id=p.array_index) for p in gone]
-    ledger.apply_status(StatusTable.from_records(records), job_key=getattr(backend, "job_key", None))
+    ledger.apply_status(StatusTable.from_records(records), job_key=job_key_of(backend))
     jobs = list(dict.fromkeys(p.array_job_id or p.job_id or "" for p in gone))
     ledger.record_upstream_cancelled(jobs)
     return jobs

@@ -34,10 +34,11 @@ from hpcjobs.config.loading import load_experiment
 from hpcjobs.config.site import SiteConfig
 from hpcjobs.config.yamlio import read_text_file
 from hpcjobs.output import atomic_write_text
-from hpcjobs.render.script import ARRAY_INDEX_VAR, load_site_for, render_job
+from hpcjobs.render.script import load_site_for, render_job
 from hpcjobs.render.shellvalue import shell_word
 from hpcjobs.resolve import ResolvedJob, resolve
 from hpcjobs.schedulers.base import ArraySpec
+from hpcjobs.schedulers.registry import job_env_of
 from hpcjobs.sweep.chunk_files import env_file_text, write_chunk_files
 from hpcjobs.sweep.chunks import Chunk
 from hpcjobs.sweep.expand import Point, point_env_lines
@@ -162,7 +163,7 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
 
     if active_pack(prepared) is not None:  # several points per task
         return packed_array_job(prepared, chunk, size, throttle, base, _pbs_chunk_logs(prepared, chunk, base))
-    index_var = ARRAY_INDEX_VAR[prepared.site.scheduler]
+    index_var = job_env_of(prepared.site.scheduler).array_index_var
     folder = shell_word(str(prepared.folder))
     preamble = (
         f"export HPCJOBS_SWEEP_ID={shell_word(prepared.sweep_id)} HPCJOBS_SWEEP_DIR={folder}",

@@ -55,11 +55,9 @@ def retire_finished(ledger: Ledger, client: SchedulerClient) -> list[str]:
         CommandError: A docker command failed for another reason than an unknown object.
     """
     backend = client.backend
-    retire = getattr(backend, "retire_argv", None)
-    settled = getattr(backend, "settled_services", None)
-    inspect = getattr(backend, "inspect_argv", None)
-    if retire is None or settled is None or inspect is None or ledger.read_only:
+    if not backend.capabilities.retire or ledger.read_only:
         return []
+    retire, settled, inspect = backend.retire_argv, backend.settled_services, backend.inspect_argv
     folder = ledger.path.parent
     live = {s.job_id for s in ledger.live_submissions()}
     done = sorted({s.job_id for s in ledger.submissions("submitted", with_points=False)

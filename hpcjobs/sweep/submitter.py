@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, SubmitError, reading_output_of
 from hpcjobs.resolve import ResolvedJob
 from hpcjobs.schedulers import limits_cache
-from hpcjobs.schedulers.base import ClusterLimits, JobDependency, SubmitOptions
+from hpcjobs.schedulers.base import ClusterLimits, JobDependency, SubmitOptions, job_key_of, same_job_of
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.states import JobTag, made_for
@@ -439,8 +439,6 @@ class SweepSubmitter:
         Raises:
             SubmitError: The scheduler holds jobs with this sweep's tag, or it could not be asked.
         """
-        if getattr(self.client.backend, "tag_query_argvs", None) is None:
-            return  # the scheduler cannot be searched by tag (the local runner keeps its own records)
         look = self._query()
         sweep = self.prepared.sweep_id
         here = self.prepared.folder
@@ -486,7 +484,7 @@ class SweepSubmitter:
         ``qstat -B``, a cluster that hides its configuration), the site config's limits and the
         defaults apply, and a chunk too large is refused by the scheduler with a clear error.
         """
-        if getattr(self.client.backend, "config_argv", None) is None:
+        if not self.client.backend.capabilities.cluster_limits:
             return None
         try:
             return self.client.limits(self.user)
@@ -499,15 +497,15 @@ class SweepSubmitter:
             return None
 
     def _queued(self) -> int | None:
-        argv_of = getattr(self.client.backend, "queued_argv", None)
-        if argv_of is None:
+        backend = self.client.backend
+        if not backend.capabilities.queued_count:
             return None
         try:
-            result = self.client.run(argv_of(self.user), check=False)
+            result = self.client.run(backend.queued_argv(self.user), check=False)
         except HpcJobsError:
             return None
         with reading_output_of(result.argv, result.stdout, result.returncode):
-            return int(self.client.backend.parse_queued(result.stdout))  # type: ignore[attr-defined]
+            return int(backend.parse_queued(result.stdout))
 
     def _wait_for_room(self, size: int, limit: int | None) -> None:
         """Trickle: when a submit limit is known, wait until the chunk fits in the user's queue."""
@@ -559,8 +557,7 @@ def poll_status(ledger: Ledger, client: SchedulerClient, *, active_only: bool = 
     if not ids:
         _retire(ledger, client)
         return 0
-    key = getattr(client.backend, "job_key", None)
-    same = getattr(client.backend, "same_job", None)
+    key, same = job_key_of(client.backend), same_job_of(client.backend)
     asked = hashlib.sha256("\n".join(sorted(ids)).encode("utf-8")).hexdigest()
 
     def reuse(answer: str) -> StatusTable | None:  # the answer applied last, to this same ledger: nothing to read
@@ -578,7 +575,7 @@ def poll_status(ledger: Ledger, client: SchedulerClient, *, active_only: bool = 
 
 def _retire(ledger: Ledger, client: SchedulerClient) -> None:
     """Remove jobs the scheduler keeps after they finished (Swarm), once the ledger recorded their points."""
-    if getattr(client.backend, "retire_argv", None) is None:
+    if not client.backend.capabilities.retire:
         return
     from hpcjobs.sweep.retire import retire_finished
 

@@ -56,13 +56,15 @@ VALID = {
 def _builders(name: str):
     """``(label, build)`` of every argv builder of the backend that takes ids, ``build(ids) -> argv(s)``."""
     backend = get_backend(name)
-    out = [("status_argv", backend.status_argv), ("cancel_argv", backend.cancel_argv)]
-    for hook in ("fallback_status_argv", "cancel_argvs", "retire_argv", "inspect_argv"):
-        if getattr(backend, hook, None) is not None:
-            out.append((hook, getattr(backend, hook)))
-    if getattr(backend, "logs_argv", None) is not None:
+    caps = backend.capabilities
+    out = [("status_argv", backend.status_argv), ("cancel_argv", backend.cancel_argv),
+           ("cancel_argvs", backend.cancel_argvs)]
+    for flag, hooks in (("status_fallback", ("fallback_status_argv",)), ("retire", ("retire_argv", "inspect_argv"))):
+        if getattr(caps, flag):
+            out += [(hook, getattr(backend, hook)) for hook in hooks]
+    if caps.logs_command:
         out.append(("logs_argv", lambda ids: [backend.logs_argv(i) for i in ids]))
-    if name in ("slurm", "pbspro", "torque"):  # the families whose submissions wait for other jobs' ids
+    if caps.dependencies:  # the families whose submissions wait for other jobs' ids
         out.append(("submit_argv", lambda ids: backend.submit_argv(Path("/sub/job.sh"),
                                                                    SubmitOptions(dependencies=tuple(ids)))))
     return out

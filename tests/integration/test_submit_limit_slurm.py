@@ -27,8 +27,8 @@ CHUNK_LIMIT = 12  # tasks the sweep may have queued at once, on top of what the 
 
 def _queued(user: str) -> int:
     backend = get_backend("slurm")
-    out = run_command(backend.queued_argv(user), timeout=30).stdout  # type: ignore[attr-defined]
-    return int(backend.parse_queued(out))  # type: ignore[attr-defined]
+    out = run_command(backend.queued_argv(user), timeout=30).stdout
+    return int(backend.parse_queued(out))
 
 
 def _set_qos_limit(value: int) -> None:

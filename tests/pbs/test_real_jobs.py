@@ -95,7 +95,7 @@ class Batch:
 def _by_name(client: SchedulerClient, ids: dict[str, str], records: list[JobStatus]) -> dict[str, JobStatus]:
     out = {}
     for name, jid in ids.items():
-        found = [r for r in records if client.backend.same_job(r.job_id, jid)]  # type: ignore[attr-defined]
+        found = [r for r in records if client.backend.same_job(r.job_id, jid)]
         if found:
             out[name] = found[0]
     return out
@@ -105,7 +105,7 @@ def _poll(client: SchedulerClient, ids: dict[str, str], counts: list[int]) -> di
     before = client.calls.get("qstat", 0)
     records = client.status([*ids.values(), UNKNOWN_ID])
     counts.append(client.calls.get("qstat", 0) - before)
-    assert not any(client.backend.same_job(r.job_id, UNKNOWN_ID) for r in records)  # type: ignore[attr-defined]
+    assert not any(client.backend.same_job(r.job_id, UNKNOWN_ID) for r in records)
     return _by_name(client, ids, records)
 
 
@@ -150,7 +150,7 @@ def batch(pbs_server_session: PbsServer, tmp_path_factory: pytest.TempPathFactor
     except BaseException:
         qdel_quietly(list(ids.values()))
         raise
-    by_name = {name: next(a for j, a in attrs.items() if client.backend.same_job(j, jid))  # type: ignore[attr-defined]
+    by_name = {name: next(a for j, a in attrs.items() if client.backend.same_job(j, jid))
                for name, jid in ids.items()}
     return Batch(work, ids, first, running, final, counts, by_name)
 
@@ -194,7 +194,7 @@ def test_status_logs_and_a_repeated_submit_by_job_id(batch: Batch):
     again = cli_json(["submit", str(EXAMPLES / "hello.yaml"), "--site", str(SITE), "--json"], cwd=batch.workdir)
     assert (again["job_id"], again["new"], again["state"]) == (job_id, False, "COMPLETED")
     text = pbs(["qstat", "-x", "-f", "-F", "json"]).stdout
-    tagged = [j for j, tag in get_backend("pbspro").parse_tag_query(text)  # type: ignore[attr-defined]
+    tagged = [j for j, tag in get_backend("pbspro").parse_tag_query(text)
               if tag.startswith(f"hpcjobs:{again['request_id']}:")]  # the id hashes the submit folder too
     assert tagged == [job_id], tagged
     listed = cli_json(["ls", "--jobs", "--json"], cwd=batch.workdir)
@@ -274,7 +274,7 @@ def test_unrunnable_examples_are_accepted_held(pbs_server: PbsServer, pbs_workdi
             submitted[example] = (sub.job_id, rendered.text)
         info = server_jobs(*(jid for jid, _ in submitted.values()))
         for example, (jid, text) in submitted.items():
-            attrs = next(a for j, a in info.items() if client.backend.same_job(j, jid))  # type: ignore[attr-defined]
+            attrs = next(a for j, a in info.items() if client.backend.same_job(j, jid))
             assert attrs["job_state"] == "H", (example, attrs["job_state"])
             directives = pbs_directives(text)
             assert directives, example

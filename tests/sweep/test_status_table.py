@@ -138,7 +138,7 @@ def test_the_client_does_not_read_an_answer_it_is_told_it_applied(monkeypatch: p
     monkeypatch.setattr(process, "run_command", _Sacct(ARRAY))
     read: list[str] = []
     backend = get_backend("slurm")
-    original = backend.parse_status_table  # type: ignore[attr-defined]
+    original = backend.parse_status_table
     monkeypatch.setattr(backend, "parse_status_table", lambda text: read.append(text) or original(text),
                         raising=False)
     client = SchedulerClient(backend)
