@@ -19,7 +19,10 @@ How a point runs, and why a crash of the runner at any moment is harmless:
   a forged record is never signalled.
 - The wrapper asks the kernel for ``SIGTERM`` when the runner dies (``PR_SET_PDEATHSIG``,
   prctl(2)) and forwards it to its process group. ``SIGTERM``/``SIGINT``/``SIGHUP`` to the runner
-  are forwarded the same way, its points recorded ``CANCELLED``, and the runner stops.
+  (Ctrl-C, a closed terminal, a batch system's stop) are forwarded the same way and the runner
+  stops; its points are not cancelled: the stopped and the waiting ones are made pending again
+  (the stopped ones as a new attempt, their interrupted one kept in the ledger's history), so the
+  same command resumes the sweep. Only ``hpcjobs cancel`` cancels.
 - A new runner (and ``hpcjobs status``, when no runner holds the sweep) first settles what a
   dead runner left: a point whose lock is still held is left to finish (the runner waits for it),
   one with an exit file is recorded from it, one without is marked FAILED ("local runner died")
@@ -63,6 +66,8 @@ from hpcjobs.sweep.submitter import SubmitReport
 
 LOCAL_PREFIX = "local-"
 RUNNER_DIED = "local runner died"
+#: How the state text of a point stopped by a signal to its runner begins (it runs again on resume).
+INTERRUPTED = "interrupted"
 #: Seconds a stopping runner (or ``cancel``) waits after SIGTERM before it sends SIGKILL.
 STOP_GRACE_S = 10.0
 _POLL_S = 0.05
@@ -96,12 +101,13 @@ _RECORD_MAX_BYTES = 4096
 
 
 class RunnerInterrupted(HpcJobsError):
-    """The local runner was asked to stop by a signal; its points were stopped and recorded CANCELLED."""
+    """The local runner was asked to stop by a signal; its points were stopped and are pending again."""
 
-    def __init__(self, signum: int) -> None:
+    def __init__(self, signum: int, sweep_id: str = "SWEEP") -> None:
         self.exit_code = 128 + signum
-        super().__init__(f"local runner stopped by {signal.Signals(signum).name}; its running points were "
-                         "cancelled (hpcjobs resubmit SWEEP --state CANCELLED runs them again)")
+        super().__init__(f"local runner stopped by {signal.Signals(signum).name}; its running points were stopped "
+                         f"and, with those not started, will run when the same command runs again (hpcjobs cancel "
+                         f"{sweep_id} cancels them instead)")
 
 
 # ----------------------------------------------------------------------------------------- files
@@ -220,18 +226,20 @@ def _outcome(job_id: str, index: int, ended: tuple[int, bool] | None, popen_rc: 
              stopped: str | None) -> JobStatus:
     """The final record of a task: from its exit file, else from the wrapper's own exit status.
 
-    ``stopped`` (the reason hpcjobs stopped the run) turns a failure into CANCELLED; a task that
-    exited 0 is COMPLETED whatever happened after.
+    ``stopped`` (the reason hpcjobs stopped the run) turns a failure into CANCELLED, or, when it
+    begins with :data:`INTERRUPTED` (a signal to the runner), into a FAILED attempt that runs again;
+    a task that exited 0 is COMPLETED whatever happened after.
     """
+    stopped_state = states.FAILED if stopped and stopped.startswith(INTERRUPTED) else states.CANCELLED
     if ended is not None:
         rc, terminated = ended
         if rc == 0:
             return _status(job_id, index, states.COMPLETED, "exit 0", 0, 0)
         if stopped:
-            return _status(job_id, index, states.CANCELLED, stopped, rc)
+            return _status(job_id, index, stopped_state, stopped, rc)
         return _status(job_id, index, states.FAILED, f"exit {rc}" + (" (terminated)" if terminated else ""), rc, 0)
     if stopped:
-        return _status(job_id, index, states.CANCELLED, stopped, popen_rc)
+        return _status(job_id, index, stopped_state, stopped, popen_rc)
     if popen_rc is not None and popen_rc < 0:
         return _status(job_id, index, states.FAILED, f"killed by signal {-popen_rc}", None, -popen_rc)
     return _status(job_id, index, states.FAILED, f"exit {popen_rc}", popen_rc, 0)
@@ -243,13 +251,14 @@ def _local_points(ledger: Ledger) -> list[PointRecord]:
             and p.array_job_id.startswith(LOCAL_PREFIX) and p.submission_token and p.array_index is not None]
 
 
-def settle_dead_runs(ledger: Ledger, *, cancelled: bool = False) -> list[PointRecord]:
+def settle_dead_runs(ledger: Ledger, *, cancelled: bool = False, interrupted: str | None = None) -> list[PointRecord]:
     """Record what runners that no longer exist left behind. Call only while holding the sweep lock.
 
     A point whose lock is still held is alive and left alone (returned); one whose exit file exists is
     recorded from it; one without (never started, or killed before it could write) is FAILED
-    ("local runner died"), or CANCELLED when its run was cancelled or ``cancelled`` is set. Runs that
-    were planned but never marked started return their points to pending.
+    ("local runner died"), or CANCELLED when its run was cancelled or ``cancelled`` is set, or FAILED
+    with the state text ``interrupted`` (run again on resume) when this runner stopped them. Runs
+    that were planned but never marked started return their points to pending.
 
     Returns:
         The points still alive.
@@ -264,7 +273,7 @@ def settle_dead_runs(ledger: Ledger, *, cancelled: bool = False) -> list[PointRe
         if files.lock_held(p.point_id):
             alive.append(p)
             continue
-        stopped = "cancelled" if cancelled or files.cancel_marker(p.submission_token).exists() else None
+        stopped = "cancelled" if cancelled or files.cancel_marker(p.submission_token).exists() else interrupted
         ended = files.read_exit(p.submission_token, p.array_index)
         if ended is None or (ended[1] and ended[0] != 0):
             raw = stopped or RUNNER_DIED
@@ -298,11 +307,17 @@ def settle_if_idle(ledger: Ledger) -> int:
 
 
 def _reset_died(ledger: Ledger) -> int:
-    """Make the points a dead runner lost pending again (a new attempt); returns how many."""
-    return ledger.reset_for_resubmit([p.point_id for p in ledger.points(states.FAILED) if p.state_raw == RUNNER_DIED])
+    """Make the points a dead runner lost, or a stopped one interrupted, pending again (a new attempt); how many."""
+    return ledger.reset_for_resubmit([p.point_id for p in ledger.points(states.FAILED)
+                                      if p.state_raw == RUNNER_DIED or (p.state_raw or "").startswith(INTERRUPTED)])
 
 
 # --------------------------------------------------------------------------------------- signals
+
+
+def _interrupted(signum: int) -> str:
+    """The state text of a point stopped because the runner got ``signum`` (begins with :data:`INTERRUPTED`)."""
+    return f"{INTERRUPTED}: the local runner got {signal.Signals(signum).name}"
 
 
 class _StopSignals:
@@ -439,13 +454,14 @@ class _Run:
         try:
             while waiting or self.running:
                 if stopped is None:
-                    if self.stop.signum:
-                        stopped = f"cancelled: the local runner got {signal.Signals(self.stop.signum).name}"
-                    elif self.files.cancel_marker(self.token).exists():
+                    if self.files.cancel_marker(self.token).exists():
                         stopped = "cancelled"
+                    elif self.stop.signum:
+                        stopped = _interrupted(self.stop.signum)
                 if stopped is not None:
-                    if waiting:
-                        self.ledger.record_status([_status(self.job_id, i, states.CANCELLED, stopped) for i in waiting])
+                    if waiting:  # never started: cancelled, or (interrupted) an attempt to make again
+                        state = states.CANCELLED if stopped == "cancelled" else states.FAILED
+                        self.ledger.record_status([_status(self.job_id, i, state, stopped) for i in waiting])
                         self.finished += len(waiting)
                         waiting.clear()
                     if any(t.signalled is None for t in self.running.values()):
@@ -514,10 +530,10 @@ def run_local(prepared: PreparedSweep, ledger: Ledger, *, workers: int | None = 
         alive = settle_dead_runs(ledger)
         if alive:
             _wait_for_alive(ledger, alive, stop)
-            settle_dead_runs(ledger, cancelled=bool(stop.signum))
+            settle_dead_runs(ledger, interrupted=_interrupted(stop.signum) if stop.signum else None)
         report.recovered = _reset_died(ledger)
         if stop.signum:
-            raise RunnerInterrupted(stop.signum)
+            raise RunnerInterrupted(stop.signum, prepared.sweep_id)
         pending = [p.point_id for p in ledger.pending_points()]
         if not pending:
             return report
@@ -540,7 +556,8 @@ def run_local(prepared: PreparedSweep, ledger: Ledger, *, workers: int | None = 
                        workers or os.cpu_count() or 1, stop, progress)
             run.execute()
             if stop.signum:
-                raise RunnerInterrupted(stop.signum)
+                _reset_died(ledger)  # the interrupted and the waiting points: pending, for the same command
+                raise RunnerInterrupted(stop.signum, prepared.sweep_id)
     return report
 
 

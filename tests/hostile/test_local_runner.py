@@ -172,14 +172,45 @@ def test_runner_death_or_stop_signal_leaves_no_orphans(tmp_path: Path, sig: sign
             assert {p.state_raw for p in st.points} == {RUNNER_DIED}
         else:
             assert rc == 128 + sig, proc.stderr.read().decode() if proc.stderr else rc
-            assert {p.state for p in points} == {states.CANCELLED}, [(p.state, p.state_raw) for p in points]
-            assert all(sig.name in (p.state_raw or "") for p in points)
+            # a stop signal is not a cancel: every point is pending again, for the same command
+            assert {p.state for p in points} == {"PLANNED"}, [(p.state, p.state_raw) for p in points]
+            _, attempts = ledger_view(sweep_dir)
+            stopped = [a for hist in attempts.values() for a in hist]
+            assert len(stopped) == 5 and all(sig.name in str(a.get("state_raw")) for a in stopped), stopped
         assert all(not any(ln.startswith("end") for ln in lines) for lines in point_logs(sweep_dir).values())
     finally:
         proc.kill()
         proc.wait()
         if sweep_dir is not None:
             kill_sweep_processes(sweep_dir)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_an_interrupted_sweep_resumes_with_the_same_command(tmp_path: Path, sig: signal.Signals) -> None:
+    """Ctrl-C (or a closed terminal, or a stop) of a foreground local sweep, then the same command again:
+    every point runs to its end exactly once, none is left cancelled."""
+    durations = (0.05, 5, 5, 0.05, 0.05, 0.05)
+    exp = write_experiment(tmp_path, durations)
+    proc = start_runner(exp, workers=2)
+    try:
+        assert wait_until(lambda: bool(sweep_dirs(tmp_path)) and mid_run_points(sweep_dirs(tmp_path)[0]) == 2)
+        sweep_dir = sweep_dirs(tmp_path)[0]
+        proc.send_signal(sig)
+        assert proc.wait(timeout=60) == 128 + sig
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        assert "will run when the same command runs again" in err and "hpcjobs cancel" in err, err
+        assert not sweep_processes(sweep_dir) or wait_until(lambda: not sweep_processes(sweep_dir), timeout=10)
+        points, _ = ledger_view(sweep_dir)
+        assert states.CANCELLED not in {p.state for p in points}, [(p.state, p.state_raw) for p in points]
+    finally:
+        proc.kill()
+        proc.wait()
+    again = run_runner(exp, workers=2)
+    assert again.returncode == 0, again.stderr.decode()
+    points, _ = ledger_view(sweep_dir)
+    assert {p.state for p in points} == {states.COMPLETED}, [(p.state, p.state_raw) for p in points]
+    ends = {pid: sum(ln.startswith("end") for ln in lines) for pid, lines in point_logs(sweep_dir).items()}
+    assert sorted(ends.values()) == [1] * len(durations), ends  # each point finished exactly once
 
 
 def _unrelated_sleep() -> subprocess.Popen[bytes]:
