@@ -204,6 +204,19 @@ class SchedulerClient:
             raise CommandError(res.argv, res.returncode, res.stdout, res.stderr)
         return []  # squeue exits 1 when it knows none of the ids
 
+    def queue_status(self, job_ids: Sequence[str]) -> list[JobStatus]:
+        """What the live queue says of ``job_ids`` (``squeue``, ``qstat`` without ``-x``), in one call.
+
+        For a backend with a second status command (``status_fallback``) only; others have one source,
+        :meth:`status`. A job the queue does not hold is simply absent.
+
+        Raises:
+            CommandError: The queue did not answer.
+        """
+        if not job_ids or not self.backend.capabilities.status_fallback:
+            return []
+        return self._fallback_status(job_ids, check=True)
+
     def covers(self, records: Sequence[JobStatus], job_id: str) -> bool:
         """Whether ``records`` say anything about ``job_id`` (a job, an array, or one array task).
 

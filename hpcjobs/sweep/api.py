@@ -7,6 +7,7 @@ status call per poll), and returns plain data; the CLI only prints it.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -24,6 +25,8 @@ from hpcjobs.sweep.listing import SweepListing, SweepSummary, list_sweeps
 from hpcjobs.sweep.prepare import PreparedSweep, prepare_sweep
 from hpcjobs.sweep.submitter import SubmitReport, SweepSubmitter, open_ledger, poll_status, submitted_job_ids
 from hpcjobs.units import format_walltime_slurm
+
+log = logging.getLogger("hpcjobs.sweep")
 
 Progress = Callable[[int, int], None]
 
@@ -378,8 +381,16 @@ def resubmit_sweep(
         c = client or (client_for(prepared.site.scheduler) if prepared.site.scheduler != "local" else None)
         if c is not None:
             poll_status(ledger, c)
-        ids = [p.point_id for p in ledger.points(list(which))]
-        reset = ledger.reset_for_resubmit(ids)
+        chosen = ledger.points(list(which))
+        if c is not None:  # finished in the ledger, and not queued again by the scheduler (a requeue)
+            from hpcjobs.sweep.lookup import still_queued
+
+            queued = still_queued(c, chosen)
+            if queued:
+                log.warning("%d point(s) are queued again by the scheduler (requeued), not resubmitted: %s",
+                            len(queued), ", ".join(f"{p} (job {j})" for p, j in list(queued.items())[:10]))
+            chosen = [p for p in chosen if p.point_id not in queued]
+        reset = ledger.reset_for_resubmit([p.point_id for p in chosen])
         if prepared.site.scheduler == "local":
             from hpcjobs.sweep.local import run_local
 

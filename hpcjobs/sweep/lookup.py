@@ -22,12 +22,13 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
+from hpcjobs import states
 from hpcjobs.errors import ConfigError, ConfigProblem, HpcJobsError, LedgerError, printable
 from hpcjobs.schedulers.base import JobStatus, SchedulerBackend, same_job_of
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.states import parse_job_tag
-from hpcjobs.sweep.ledger import Ledger, Submission
+from hpcjobs.sweep.ledger import Ledger, PointRecord, Submission
 
 log = logging.getLogger("hpcjobs.sweep")
 
@@ -226,3 +227,35 @@ def settle_unseen(ledger: Ledger, client: SchedulerClient, subs: Sequence[Submis
         except LedgerError as exc:  # a status arrived in between: the job exists
             log.info("not lost: %s", exc)
     return lost
+
+
+def still_queued(client: SchedulerClient, points: Sequence[PointRecord]) -> dict[str, str]:
+    """The points whose job the live queue still holds, active, though the ledger has them finished.
+
+    A job the scheduler requeued (after a node failure, a preemption, ``scontrol requeue``) can read
+    as finished in accounting while it waits to run again: resubmitting its points would run them
+    twice. One batched queue call (``squeue``, ``qstat``) decides.
+
+    Returns:
+        Point id -> the job id the queue holds it under.
+
+    Raises:
+        CommandError: The queue did not answer (resubmitting blind could run points twice).
+    """
+    wanted = [p for p in points if p.array_job_id or p.job_id]
+    ids = sorted({p.array_job_id or p.job_id or "" for p in wanted})
+    active = [r for r in client.queue_status(ids) if r.state in states.ACTIVE_STATES]
+    if not active:
+        return {}
+    same = client.backend.same_job
+    out = {}
+    for p in wanted:
+        for r in active:
+            if p.array_job_id and r.array_job_id and same(r.array_job_id, p.array_job_id) and (
+                    r.array_task_id is None or r.array_task_id == p.array_index):
+                out[p.point_id] = r.job_id
+                break
+            if p.job_id and same(r.job_id, p.job_id):
+                out[p.point_id] = r.job_id
+                break
+    return out

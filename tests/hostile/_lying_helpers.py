@@ -19,7 +19,8 @@ time reaches its ``visible_at``. ``squeue_broken`` makes the tag query fail (exi
 Accounting: with ``accounting_knows`` set, ``sacct`` answers the tag query and the status calls for
 every job it has seen (else it lags: the tag query finds nothing). ``accounting_down`` makes every
 ``sacct`` exit 1 as it does while slurmdbd is down. :meth:`LyingSlurm.finish` ends a job's tasks and
-:meth:`LyingSlurm.purge` takes a finished job out of ``squeue`` (``MinJobAge`` passed).
+:meth:`LyingSlurm.purge` takes a finished job out of ``squeue`` (``MinJobAge`` passed); a job's
+``queue_state`` is what ``squeue`` shows instead of its accounting state (a requeue).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class FakeJob:
     state: str = "PENDING"
     #: Still in ``squeue`` (``False`` once ``MinJobAge`` passed after it ended).
     in_queue: bool = True
+    #: What ``squeue`` shows when it differs from accounting (a requeued job: ``PENDING`` again).
+    queue_state: str | None = None
 
 
 @dataclass
@@ -176,7 +179,7 @@ class LyingSlurm:
                 if cmd == "sacct":
                     lines.append(f"{j}_{i}|{j}|{job.state}|0:0|None|{job.name}|{job.comment}")
                 else:
-                    lines.append(f"{j}_{i}|{j}|{j}|{i}|{job.state}|None|{job.name}|{job.comment}")
+                    lines.append(f"{j}_{i}|{j}|{j}|{i}|{job.queue_state or job.state}|None|{job.name}|{job.comment}")
         return "".join(f"{line}\n" for line in lines)
 
     def sbatch_calls(self) -> int:

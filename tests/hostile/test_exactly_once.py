@@ -241,3 +241,57 @@ def test_tokens_carry_their_folder_and_stay_random(tmp_path):
     (tmp_path / "link").symlink_to(a)
     assert all(made_for(t, tmp_path / "link") for t in tokens)  # the resolved path decides
     assert len(new_token()) == 16
+
+
+def test_resubmit_leaves_points_whose_job_the_scheduler_requeued(tmp_path, monkeypatch, caplog):
+    """Accounting says chunk 0's job ended NODE_FAIL, but the scheduler requeued it: it is PENDING in the
+    queue. Resubmitting the failures must not give those points a second live job; the others go."""
+    from hpcjobs.sweep.api import resubmit_sweep
+
+    fake = LyingSlurm(accounting_knows=True)
+    prepared = _prepare(tmp_path, fake, monkeypatch)
+    ledger = open_ledger(prepared)
+    _submitter(prepared, ledger, fake).submit()
+    first, second, third = sorted(fake.jobs, key=int)
+    fake.finish(first, "NODE_FAIL")
+    fake.jobs[first].queue_state = "PENDING"  # requeued: waiting to run again
+    fake.finish(second, "FAILED")
+    fake.finish(third)
+    fake.purge(second)
+    fake.purge(third)
+    poll_status(ledger, SchedulerClient(get_backend("slurm")))
+    assert ledger.summary() == {"NODE_FAIL": 5, "FAILED": 5, "COMPLETED": 5}
+    ledger.close()
+    with caplog.at_level(logging.WARNING, logger="hpcjobs.sweep"):
+        _, report, reset = resubmit_sweep(prepared.folder, client=SchedulerClient(get_backend("slurm")))
+    assert reset == 5 and report.points_submitted == 5
+    assert any("queued again by the scheduler" in r.getMessage() for r in caplog.records)
+    runs = _points_run(fake, prepared.folder)
+    assert max(runs.values()) == 1 and len(runs) == 15, runs  # no point in two live jobs
+
+
+def test_resubmit_stops_when_the_queue_cannot_be_asked(tmp_path, monkeypatch):
+    from hpcjobs.errors import CommandError
+    from hpcjobs.sweep.api import resubmit_sweep
+
+    fake = LyingSlurm(accounting_knows=True)
+    prepared = _prepare(tmp_path, fake, monkeypatch, n=5)
+    ledger = open_ledger(prepared)
+    _submitter(prepared, ledger, fake).submit()
+    (job,) = fake.jobs
+    fake.finish(job, "FAILED")
+    poll_status(ledger, SchedulerClient(get_backend("slurm")))
+    ledger.close()
+    broken = fake.__call__
+
+    def no_squeue(argv, **kw):
+        if argv[0] == "squeue":
+            raise CommandError(list(argv), 1, "", "squeue: error: Unable to contact slurm controller\n")
+        return broken(argv, **kw)
+
+    monkeypatch.setattr(process, "run_command", no_squeue)
+    with pytest.raises(CommandError, match="squeue"):
+        resubmit_sweep(prepared.folder, client=SchedulerClient(get_backend("slurm")))
+    assert fake.sbatch_calls() == 1
+    with Ledger.open(prepared.folder) as again:
+        assert again.summary() == {"FAILED": 5}  # nothing reset, nothing submitted
