@@ -25,6 +25,16 @@ EXIT_COMMAND_FAILED = 1
 EXIT_BUG = 3
 
 
+#: The largest count or index an option takes (a page offset, a point index, workers): beyond any
+#: real sweep, and inside what SQLite's INTEGER holds, so a huge number is refused as bad input.
+MAX_COUNT = 10**15
+
+
+def count_range(minimum: int) -> click.IntRange:
+    """The click type of a count or index option: an integer from ``minimum`` to :data:`MAX_COUNT`."""
+    return click.IntRange(min=minimum, max=MAX_COUNT)
+
+
 def console(stderr: bool = True) -> Any:
     """A rich console (stderr by default); plain text when not a terminal."""
     from rich.console import Console

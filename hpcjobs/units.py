@@ -174,3 +174,13 @@ def format_duration_short(seconds: float | None) -> str:
     if s < 86400:
         return f"{sign}{s // 3600}h{s % 3600 // 60:02d}m"
     return f"{sign}{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def is_ascii_digits(text: str) -> bool:
+    """Whether ``text`` is one or more of the digits 0-9, and nothing else.
+
+    ``str.isdigit`` is also true of superscripts and other scripts' digits (``"²"``, ``"٣"``), which
+    ``int`` then refuses or reads as another number: every number hpcjobs reads from a scheduler, a
+    file or the environment is checked with this instead.
+    """
+    return text.isascii() and text.isdigit()

@@ -8,7 +8,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from hpcjobs.cli import console, handle_errors
+from hpcjobs.cli import console, count_range, handle_errors
 
 
 def _fraction(text: str, option: str, low: float, high: float) -> float:
@@ -35,7 +35,7 @@ def advice_options(func: Any) -> Any:
                      help="Quantile of use the proposal covers (0.95, 95% or p95)."),
         click.option("--margin", default="0.2", show_default=True, metavar="M",
                      help="Added on top of the quantile (0.2 or 20%)."),
-        click.option("--min-runs", type=click.IntRange(min=1), default=5, show_default=True,
+        click.option("--min-runs", type=count_range(1), default=5, show_default=True,
                      help="Completed runs needed before anything is proposed."),
     )):
         func = option(func)

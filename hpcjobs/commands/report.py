@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from hpcjobs.cli import console, handle_errors
+from hpcjobs.cli import console, count_range, handle_errors
 
 SECTION_CHOICES = ("efficiency", "wait", "failures", "all")
 
@@ -98,7 +98,7 @@ def _print_tables(tables: dict[str, Any], max_rows: int) -> None:
 @click.option("--section", type=click.Choice(SECTION_CHOICES), default="all", show_default=True,
               help="Which report.")
 @click.option("--table", "table_name", metavar="NAME", help="Only this table of the section (e.g. wait_by_partition).")
-@click.option("--top", type=click.IntRange(1), default=20, show_default=True, help="Rows of worst-offender tables.")
+@click.option("--top", type=count_range(1), default=20, show_default=True, help="Rows of worst-offender tables.")
 @click.option("--jobs", "per_job", is_flag=True, help="One row per job (state, exit, elapsed, efficiencies) instead "
               "of the summary tables, like reportseff.")
 @click.option("--columns", metavar="C1,C2,...", help="With --jobs: the columns to show (e.g. job_id,state,exit,"

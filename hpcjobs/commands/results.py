@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from hpcjobs.cli import console, handle_errors
+from hpcjobs.cli import console, count_range, handle_errors
 
 STATE_STYLE = {"COMPLETED": "green", "FAILED": "red", "TIMEOUT": "red", "OUT_OF_MEMORY": "red",
                "CANCELLED": "yellow", "RUNNING": "cyan", "PENDING": "blue", "NODE_FAIL": "red"}
@@ -37,7 +37,7 @@ def _is_na(value: Any) -> bool:
 @click.argument("sweep_name", metavar="SWEEP")
 @click.option("--sort", "sort", multiple=True, metavar="[-]COLUMN",
               help="Sort by a column (a metric, a parameter, state); -COLUMN: largest first. Repeatable.")
-@click.option("--top", type=click.IntRange(min=1), help="Show the first N rows (after sorting).")
+@click.option("--top", type=count_range(1), help="Show the first N rows (after sorting).")
 @click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders.")
 @click.option("--no-poll", is_flag=True, help="Do not ask the scheduler for the current states (the ledger's).")
 @click.option("--csv", "as_csv", is_flag=True, help="CSV on stdout (with result_error and log paths).")
@@ -81,10 +81,10 @@ def results(sweep_name: str, sort: tuple[str, ...], top: int | None, root: str |
 @click.command("logs")
 @click.argument("sweep_name", metavar="SWEEP|JOB_ID")
 @click.argument("point", required=False, metavar="[POINT_ID]")
-@click.option("--index", "index", type=click.IntRange(min=0), help="The point with this index.")
+@click.option("--index", "index", type=count_range(0), help="The point with this index.")
 @click.option("--failed", is_flag=True, help="Points in a failure state (asks the scheduler once).")
 @click.option("--state", "states_", multiple=True, help="Points in these states (e.g. TIMEOUT). Repeatable.")
-@click.option("--tail", "tail", type=click.IntRange(min=0), default=20, show_default=True,
+@click.option("--tail", "tail", type=count_range(0), default=20, show_default=True,
               help="Lines from the end of each file.")
 @click.option("--all-lines", is_flag=True, help="Whole files (up to their last 4 MiB) instead of --tail.")
 @click.option("--out", "which", flag_value="out", help="Only stdout.")

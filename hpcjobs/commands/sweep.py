@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from hpcjobs.cli import console, handle_errors
+from hpcjobs.cli import console, count_range, handle_errors
 from hpcjobs.commands.advise import advice_options
 from hpcjobs.states import TERMINAL_STATES
 
@@ -34,7 +34,7 @@ def _progress_bar(label: str) -> Any:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the experiment.")
 @click.option("--partition", metavar="NAME|auto",
               help="Partition (as --set partition=NAME); auto: where it would start soonest (hpcjobs plan's rule).")
-@click.option("--throttle", type=click.IntRange(min=1), help="At most N tasks of each array run at once.")
+@click.option("--throttle", type=count_range(1), help="At most N tasks of each array run at once.")
 @click.option("--after", "after", multiple=True, metavar="[WHEN:]SWEEP",
               help="Wait for this sweep (id, name, experiment file, or job id) to end: WHEN ok (default: every point "
               "succeeded), any or done (any ending). Repeatable; recorded, so resuming keeps it.")
@@ -44,7 +44,7 @@ def _progress_bar(label: str) -> Any:
 @click.option("--dry-run", is_flag=True, help="Render everything and print the scheduler commands; submit nothing.")
 @click.option("--show-script", is_flag=True, help="With --dry-run: also print the first chunk's array script.")
 @click.option("--detach", is_flag=True, help="Return right after submitting (local site: run in the background).")
-@click.option("--workers", type=click.IntRange(min=1), help="Local site: points run at once (default: CPUs).")
+@click.option("--workers", type=count_range(1), help="Local site: points run at once (default: CPUs).")
 @click.option("--force", is_flag=True, help="Go on although the experiment changed since the sweep was planned "
               "(a sweep of the same name with other content: continue the newest one).")
 @click.option("--new", "new", is_flag=True, help="Start another sweep, even if one of this name or content exists.")
@@ -195,9 +195,9 @@ def _job_table(job: Any) -> Any:
 @click.option("--interval", type=float, default=10.0, show_default=True, help="Seconds between polls (--watch).")
 @click.option("--points", "show_points", is_flag=True,
               help="List the points with their parameters, a page at a time (--offset, --limit, --state).")
-@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--offset", type=count_range(0), default=0, show_default=True,
               help="First point listed (index order; --points, --json).")
-@click.option("--limit", type=click.IntRange(min=0), default=None,
+@click.option("--limit", type=count_range(0), default=None,
               help="Points listed at most (--points: 100, --json: 1000 unless given; 0: all of them).")
 @click.option("--state", "point_states", multiple=True, metavar="STATE",
               help="List only the points in this state (repeatable; --points, --json).")
@@ -294,7 +294,7 @@ def cancel(sweep_name: str, root: str | None) -> None:
 @click.option("--state", "states_", multiple=True, help="Only points in these states (e.g. TIMEOUT).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Change the experiment for the retry.")
 @click.option("--scale-walltime", type=float, help="Multiply the wall time (e.g. 2 for points that timed out).")
-@click.option("--throttle", type=click.IntRange(min=1), help="At most N tasks of each array run at once.")
+@click.option("--throttle", type=count_range(1), help="At most N tasks of each array run at once.")
 @click.option("--root", type=click.Path(file_okay=False), help="Folder of sweep folders.")
 @click.option("--force", is_flag=True, help="Go on although the experiment file changed.")
 @click.option("--right-size", is_flag=True, help="Give each failed point what the sweep's accounting advises "
@@ -437,7 +437,7 @@ def _age(seconds: float) -> str:
 
 @click.command("sweep-run-local", hidden=True)
 @click.argument("folder", type=click.Path(file_okay=False, exists=True))
-@click.option("--workers", type=click.IntRange(min=1))
+@click.option("--workers", type=count_range(1))
 @handle_errors
 def sweep_run_local(folder: str, workers: int | None) -> None:
     """Run a local sweep's pending points (what `hpcjobs sweep --detach` starts in the background)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from hpcjobs.config.discover_model import DiscoveredPartition, DiscoveredSite, Sourced
 from hpcjobs.config.discover_slurm import GpuGres, NodeClass, memory_text
-from hpcjobs.units import format_walltime_slurm, parse_walltime
+from hpcjobs.units import format_walltime_slurm, is_ascii_digits, parse_walltime
 
 QUEUE_ARGV = ["qstat", "-Q", "-f", "-F", "json"]
 NODE_ARGV = ["pbsnodes", "-a", "-F", "json"]
@@ -42,7 +42,7 @@ def pbs_walltime(value: Any) -> int | None:
         return None
     text = str(value).strip()
     try:
-        return int(text) if text.isdigit() and int(text) > 0 else parse_walltime(text)
+        return int(text) if is_ascii_digits(text) and int(text) > 0 else parse_walltime(text)
     except ValueError:
         return None
 
@@ -50,7 +50,7 @@ def pbs_walltime(value: Any) -> int | None:
 def pbs_count(value: Any) -> int | None:
     """A positive whole number, else ``None``."""
     text = str(value).strip() if value is not None else ""
-    return int(text) if text.isdigit() and int(text) > 0 else None
+    return int(text) if is_ascii_digits(text) and int(text) > 0 else None
 
 
 def generic_user_limit(value: Any) -> int | None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hpcjobs.config.discover_model import DiscoveredPartition, DiscoveredSite, Sourced
-from hpcjobs.units import format_walltime_slurm, parse_memory, parse_walltime
+from hpcjobs.units import format_walltime_slurm, is_ascii_digits, parse_memory, parse_walltime
 
 CONFIG_ARGV = ["scontrol", "show", "config"]
 PARTITION_ARGV = ["scontrol", "show", "partition", "-o"]
@@ -65,13 +65,13 @@ def slurm_time(text: str | None) -> int | None:
     t = (text or "").strip()
     if t.upper() in _NO_LIMIT:
         return None
-    return parse_walltime(int(t) if t.isdigit() else t)
+    return parse_walltime(int(t) if is_ascii_digits(t) else t)
 
 
 def slurm_count(text: str | None) -> int | None:
     """A whole number, ``None`` for ``UNLIMITED``/``NONE``/blank; also ``None`` for ``0`` (Slurm's "not set")."""
     t = (text or "").strip()
-    if t.upper() in _NO_LIMIT or not t.isdigit():
+    if t.upper() in _NO_LIMIT or not is_ascii_digits(t):
         return None
     return int(t) or None
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from hpcjobs.config.discover_model import DiscoveredSite, Sourced
-from hpcjobs.units import format_walltime_slurm, parse_walltime
+from hpcjobs.units import format_walltime_slurm, is_ascii_digits, parse_walltime
 
 QOS_FIELDS = ("Name", "MaxSubmitJobsPerUser", "MaxWall", "MaxTRESPerJob", "GrpTRES", "Flags")
 QOS_ARGV = ["sacctmgr", "--parsable2", "show", "qos", "format=" + ",".join(QOS_FIELDS)]
@@ -66,7 +66,7 @@ def field(row: Mapping[str, str], name: str) -> str:
 def count(text: str | None) -> int | None:
     """A positive whole number, else ``None`` (blank means "no limit" in ``sacctmgr`` output)."""
     t = (text or "").strip()
-    return int(t) if t.isdigit() and int(t) > 0 else None
+    return int(t) if is_ascii_digits(t) and int(t) > 0 else None
 
 
 def wall_seconds(text: str | None) -> int | None:

@@ -30,7 +30,7 @@ from typing import Any
 from hpcjobs.config.discover_model import DiscoveredPartition, DiscoveredSite, Sourced
 from hpcjobs.config.discover_pbs import pbs_count, pbs_memory
 from hpcjobs.config.discover_slurm import GpuGres, NodeClass, memory_text
-from hpcjobs.units import format_walltime_slurm
+from hpcjobs.units import format_walltime_slurm, is_ascii_digits
 
 QUEUE_ARGV = ["qstat", "-Q", "-f"]
 NODE_ARGV = ["pbsnodes", "-a"]
@@ -149,7 +149,7 @@ def torque_walltime(value: Any) -> int | None:
     if len(parts) > 4:
         return None
     parts[-1] = parts[-1].split(".", 1)[0]
-    if not all(p.isdigit() for p in parts):
+    if not all(is_ascii_digits(p) for p in parts):
         return None
     seconds = 0
     for part, factor in zip(reversed(parts), (1, 60, 3600, 86400), strict=False):
@@ -163,7 +163,7 @@ def torque_node_count(value: Any) -> int | None:
     total = 0
     for chunk in text.split("+"):
         head = chunk.split(":", 1)[0].strip()
-        if not head.isdigit():
+        if not is_ascii_digits(head):
             return None
         total += int(head)
     return total or None
@@ -175,7 +175,7 @@ def needed_properties(spec: str | None) -> list[str]:
     for chunk in (spec or "").split("+"):
         for token in chunk.split(":"):
             token = token.strip()
-            if token and not token.isdigit() and "=" not in token and token not in props:
+            if token and not is_ascii_digits(token) and "=" not in token and token not in props:
                 props.append(token)
     return props
 

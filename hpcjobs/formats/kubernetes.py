@@ -34,6 +34,7 @@ from hpcjobs.errors import SchedulerOutputError
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.schedulers.containers import distributed_status
 from hpcjobs.states import JobTag
+from hpcjobs.units import is_ascii_digits
 
 CHUNK_LABEL = "hpcjobs/chunk"
 INDEX_LABEL = "hpcjobs/index"
@@ -214,7 +215,7 @@ def _meta(obj: Mapping[str, Any], key: str) -> dict[str, str]:
 
 def _index(obj: Mapping[str, Any]) -> int | None:
     text = _meta(obj, "labels").get(INDEX_LABEL) or _meta(obj, "annotations").get(COMPLETION_INDEX_ANNOTATION)
-    return int(text) if text is not None and str(text).isdigit() else None
+    return int(text) if text is not None and is_ascii_digits(str(text)) else None
 
 
 def _terminated(pod: Mapping[str, Any]) -> dict[str, Any] | None:

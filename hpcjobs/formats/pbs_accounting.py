@@ -18,6 +18,7 @@ from datetime import datetime, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
 from hpcjobs.accounting.skipped import Skipped
+from hpcjobs.units import is_ascii_digits
 
 # --------------------------------------------------------------------------- values
 
@@ -86,7 +87,7 @@ def parse_pbs_time(value: object, tz: tzinfo | str | None = None) -> datetime | 
     if isinstance(value, (int, float)):
         return datetime.fromtimestamp(value, tz=timezone.utc) if value > 0 else None
     text = str(value).strip()
-    if text.isdigit():
+    if is_ascii_digits(text):
         n = int(text)
         return datetime.fromtimestamp(n, tz=timezone.utc) if n > 0 else None
     try:
@@ -107,7 +108,7 @@ def parse_select(select: str) -> list[dict[str, str | int]]:
             if "=" in item:
                 k, v = item.split("=", 1)
                 chunk[k] = v
-            elif i == 0 and item.isdigit():
+            elif i == 0 and is_ascii_digits(item):
                 chunk["count"] = int(item)
         chunks.append(chunk)
     return chunks
@@ -181,7 +182,7 @@ def parse_nodes_spec(spec: str) -> dict[str, int]:
         items = part.strip().split(":")
         if not items or not items[0]:
             continue
-        count = int(items[0]) if items[0].isdigit() else 1
+        count = int(items[0]) if is_ascii_digits(items[0]) else 1
         props: Mapping[str, str | int] = dict(i.split("=", 1) for i in items[1:] if "=" in i)
         nodes += count
         cpus += count * (as_int(props.get("ppn")) or 1)
@@ -205,7 +206,7 @@ def parse_exec_host(exec_host: str) -> dict[str, int]:
             n = 0
             for piece in spec.split(","):
                 lo, _, hi = piece.partition("-")
-                n += (int(hi) - int(lo) + 1) if hi.isdigit() and lo.isdigit() else 1
+                n += (int(hi) - int(lo) + 1) if is_ascii_digits(hi) and is_ascii_digits(lo) else 1
             n = max(n, 1)
         hosts[host] = hosts.get(host, 0) + n
     return hosts

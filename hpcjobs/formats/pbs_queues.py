@@ -16,6 +16,7 @@ from typing import Any
 
 from hpcjobs.errors import SchedulerOutputError
 from hpcjobs.formats.pbs import parse_qstat_json
+from hpcjobs.units import is_ascii_digits
 
 #: The command that lists the queues with their state.
 QUEUE_STATE_ARGV: tuple[str, ...] = ("qstat", "-Q", "-f", "-F", "json")
@@ -56,7 +57,7 @@ def parse_state_count(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in text.split():
         name, _, count = item.partition(":")
-        if name and count.isdigit():
+        if name and is_ascii_digits(count):
             out[name] = int(count)
     return out
 
@@ -85,6 +86,6 @@ def parse_queue_states(text: str) -> dict[str, QueueState]:
             name=str(name), queue_type=str(attrs.get("queue_type") or ""),
             enabled=_bool(attrs.get("enabled")), started=_bool(attrs.get("started")),
             queued=counts.get("Queued", 0), running=counts.get("Running", 0), held=counts.get("Held", 0),
-            total=int(str(total)) if str(total).isdigit() else sum(counts.values()),
+            total=int(str(total)) if is_ascii_digits(str(total)) else sum(counts.values()),
         )
     return out

@@ -17,6 +17,7 @@ from hpcjobs import states as st
 from hpcjobs.errors import SchedulerOutputError, excerpt
 from hpcjobs.formats import lines_from_end
 from hpcjobs.schedulers.base import ClusterLimits, JobStatus
+from hpcjobs.units import is_ascii_digits
 
 # ---------------------------------------------------------------------------
 # States
@@ -170,7 +171,7 @@ def parse_submit_output(stdout: str) -> tuple[str, str | None]:
     if last is None:
         raise SchedulerOutputError("sbatch printed no job id")
     job_id, _, cluster = last.partition(";")
-    if not job_id.isdigit():
+    if not is_ascii_digits(job_id):
         raise SchedulerOutputError(f"sbatch --parsable printed {excerpt(last, 256)!r}, expected <id>[;<cluster>]")
     return job_id, cluster or None
 
@@ -191,7 +192,7 @@ def parse_exit_code(text: str | None) -> tuple[int | None, int | None]:
     if not text:
         return None, None
     code, sep, sig = text.strip().partition(":")
-    if not code.isdigit() or (sep and not sig.isdigit()):
+    if not is_ascii_digits(code) or (sep and not is_ascii_digits(sig)):
         return None, None
     return int(code), int(sig) if sep else 0
 
@@ -293,7 +294,7 @@ class TresSummary:
 
 
 def _int_or_none(text: str | None) -> int | None:
-    return int(text) if text is not None and text.isdigit() else None
+    return int(text) if text is not None and is_ascii_digits(text) else None
 
 
 def summarize_tres(tres: str | Mapping[str, str] | None) -> TresSummary:
@@ -440,7 +441,7 @@ def parse_squeue_status(stdout: str) -> list[JobStatus]:
         job_id, _raw, array_job, task, state_raw, reason, name, comment = _split_fields(line, 8)
         jid = parse_job_id(job_id)
         reason_v = _none_if_blank(reason)
-        task_id = int(task) if task.strip().isdigit() else jid.array_task_id
+        task_id = int(task) if is_ascii_digits(task.strip()) else jid.array_task_id
         is_array = task_id is not None or jid.array_task_spec is not None
         out.append(JobStatus(
             job_id=jid.job_id, state=normalize_state(state_raw, reason_v), state_raw=state_raw.strip(),

@@ -41,6 +41,7 @@ from hpcjobs.errors import SchedulerOutputError
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.schedulers.containers import distributed_status
 from hpcjobs.states import JobTag
+from hpcjobs.units import is_ascii_digits
 
 #: Image of the placeholder task that marks a cancelled job (never pulled: it can never be placed).
 CANCELLED_IMAGE = "hpcjobs/cancelled:placeholder"
@@ -101,7 +102,7 @@ def parse_service_name(text: str, experiment: str) -> ServiceName | None:
     _prefix, digest, chunk, tasks, token = parts
     if re.fullmatch(r"\d+n", tasks):  # a distributed job: one point
         tasks = "1"
-    if not (chunk.isdigit() and tasks.isdigit() and re.fullmatch(r"[0-9a-f]{8,32}", token)):
+    if not (is_ascii_digits(chunk) and is_ascii_digits(tasks) and re.fullmatch(r"[0-9a-f]{8,32}", token)):
         return None
     if digest == "x":
         sweep = experiment
@@ -117,7 +118,7 @@ def tasks_in_name(text: str) -> int | None:
     parts = text.rsplit("-", 4)
     if len(parts) == 5 and re.fullmatch(r"\d+n", parts[3]):
         return 1
-    return int(parts[3]) if len(parts) == 5 and parts[3].isdigit() else None
+    return int(parts[3]) if len(parts) == 5 and is_ascii_digits(parts[3]) else None
 
 
 def nodes_in_name(text: str) -> int:
@@ -161,7 +162,7 @@ def _task(obj: object) -> Task:
     if not service:
         raise SchedulerOutputError(f"task name {name!r} is not <service>.<slot>")
     # Slot 0 is printed as the node id (empty while the task is not assigned): anything but digits.
-    slot = int(suffix) if suffix.isdigit() else 0
+    slot = int(suffix) if is_ascii_digits(suffix) else 0
     current = str(obj.get("CurrentState", "")).split(" ", 1)[0]
     error = str(obj.get("Error", "")).strip()
     if len(error) >= 2 and error[0] == error[-1] == '"':

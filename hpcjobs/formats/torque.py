@@ -31,6 +31,7 @@ from hpcjobs.formats.pbs import (
     split_variable_list,
 )
 from hpcjobs.schedulers.base import JobStatus
+from hpcjobs.units import is_ascii_digits
 
 #: Torque ``JOB_EXEC_*`` codes (src/include/pbs_job.h, 4.x/6.x) → normalised state.
 TORQUE_NEGATIVE_EXIT: dict[int, str] = {
@@ -129,7 +130,7 @@ def torque_job_status(job_id: str, attrs: Mapping[str, Any]) -> JobStatus:
     if status.array_task_id is None:
         variables = attrs.get("Variable_List")
         arrayid = variables.get("PBS_ARRAYID") if isinstance(variables, Mapping) else None
-        if arrayid is not None and str(arrayid).isdigit():
+        if arrayid is not None and is_ascii_digits(str(arrayid)):
             status = replace(status, array_task_id=int(arrayid))
     return status
 

@@ -15,11 +15,12 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import time
 from pathlib import Path
 
-from hpcjobs.errors import UnsafePathError
+from hpcjobs.errors import ConfigError, ConfigProblem, UnsafePathError
 from hpcjobs.safe_files import read_regular
 from hpcjobs.schedulers.base import ClusterLimits
 
@@ -32,17 +33,33 @@ _MAX_BYTES = 64 * 1024
 DEFAULT_QUERY_TIMEOUT_S = 10.0
 
 
-def _env_seconds(name: str, default: float) -> float:
-    try:
-        value = float(os.environ.get(name, default))
-    except ValueError:
+#: The longest wait a ``*_S`` setting may ask for (a day).
+MAX_SECONDS = 86400.0
+
+
+def _env_seconds(name: str, default: float, maximum: float = MAX_SECONDS) -> float:
+    """``$name`` as seconds (``default`` when unset or empty).
+
+    Raises:
+        ConfigError: It is set to anything but a number from 0 to ``maximum`` (``inf``,
+            ``nan``, ``-1``, text), which would otherwise wait forever or not at all.
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
         return default
-    return value if value >= 0 else default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= maximum:  # also false for NaN
+        raise ConfigError(ConfigProblem(f"{raw!r} is not a number of seconds", key=name,
+                                        expected=f"a number from 0 to {maximum:g}"))
+    return value
 
 
 def ttl_s() -> float:
     """``$HPCJOBS_LIMITS_TTL_S`` or the default."""
-    return _env_seconds("HPCJOBS_LIMITS_TTL_S", DEFAULT_TTL_S)
+    return _env_seconds("HPCJOBS_LIMITS_TTL_S", DEFAULT_TTL_S, maximum=30 * MAX_SECONDS)
 
 
 def query_timeout_s() -> float:

@@ -17,6 +17,7 @@ from hpcjobs.formats import pbs as fmt
 from hpcjobs.formats import torque as tfmt
 from hpcjobs.schedulers.base import ArraySpec, BaseBackend, Capabilities, ClusterLimits, JobStatus, SubmitOptions
 from hpcjobs.schedulers.locate import locate_pbs_command
+from hpcjobs.units import is_ascii_digits
 
 #: A PBS (and Torque) job id: the sequence number, an array (``123[]``), subjob (``123[4]``) or subjob
 #: range (``123[1-5]``, ``123[1-9:2]``), then the server's name when given (``123.server``, ``123[].srv.org``).
@@ -238,7 +239,7 @@ class TorqueBackend(PbsProBackend):
         """``max_job_array_size`` from ``qstat -B -f`` text, when the server sets it."""
         for line in stdout.splitlines():
             key, _, value = line.strip().partition(" = ")
-            if key == "max_job_array_size" and value.strip().isdigit():
+            if key == "max_job_array_size" and is_ascii_digits(value.strip()):
                 return ClusterLimits(max_array_size=int(value))
         return ClusterLimits()
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from hpcjobs.schedulers.base import JobStatus
+from hpcjobs.units import is_ascii_digits
 
 #: ``(array_job_id, state, state_raw, exit_code, id_prefix, id_suffix)``. A task's own job id is
 #: ``id_prefix + str(index) + id_suffix``; ``id_prefix`` ``None``: the record named no task id (a
@@ -57,7 +58,7 @@ def _split_task_id(job_id: str, index: int) -> tuple[str, str]:
         at = job_id.rfind(lead + text)
         while at >= 0:
             end = at + 1 + len(text)
-            if end == len(job_id) or not job_id[end].isdigit():
+            if end == len(job_id) or not is_ascii_digits(job_id[end]):
                 return job_id[:at + 1], job_id[end:]
             at = job_id.rfind(lead + text, 0, at)
     at = job_id.rfind(text)

@@ -36,7 +36,7 @@ from hpcjobs.formats import swarm as fmt
 from hpcjobs.schedulers.base import BaseBackend, Capabilities, JobStatus, SubmitOptions
 from hpcjobs.schedulers.containers import distributed_problem
 from hpcjobs.states import parse_job_tag
-from hpcjobs.units import format_memory_slurm
+from hpcjobs.units import format_memory_slurm, is_ascii_digits
 
 if TYPE_CHECKING:  # the render layer imports this module, not the other way round
     from hpcjobs.resolve import ResolvedJob
@@ -169,12 +169,12 @@ def read_directives(script: Path) -> tuple[list[str], str]:
 
 def _replicas(options: Sequence[str]) -> int:
     found = [o.split("=", 1)[1] for o in options if o.startswith("--replicas=")]
-    return int(found[-1]) if found and found[-1].isdigit() else 1
+    return int(found[-1]) if found and is_ascii_digits(found[-1]) else 1
 
 
 def _nodes(options: Sequence[str]) -> int:
     found = [o[len(NODES_LABEL):] for o in options if o.startswith(NODES_LABEL)]
-    return int(found[-1]) if found and found[-1].isdigit() else 1
+    return int(found[-1]) if found and is_ascii_digits(found[-1]) else 1
 
 
 def _run_folders(script: Path, cwd: Path) -> list[Path]:

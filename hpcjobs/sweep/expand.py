@@ -34,6 +34,7 @@ from hpcjobs.sweep.spec import (
     env_names,
 )
 from hpcjobs.sweep.values import check_no_repeats
+from hpcjobs.units import is_ascii_digits
 
 if TYPE_CHECKING:
     from hpcjobs.config.yamlio import YamlDocument
@@ -362,7 +363,7 @@ def _located(exc: ConfigError, doc: YamlDocument | None) -> ConfigError:
     problems = []
     for p in exc.problems:
         if p.file is None and p.key and (p.key == "sweep" or p.key.startswith("sweep.")):
-            path = tuple(int(x) if x.isdigit() else x for x in p.key.split("."))
+            path = tuple(int(x) if is_ascii_digits(x) else x for x in p.key.split("."))
             placed = doc.problem(path, p.message, expected=p.expected, choices=p.choices)
             placed.key = p.key
             problems.append(placed)

@@ -37,6 +37,7 @@ from hpcjobs.sweep.expand import Point, expand
 from hpcjobs.sweep.identity import sweep_root
 from hpcjobs.sweep.ledger import Ledger, SweepMeta, experiment_sha256, new_token
 from hpcjobs.sweep.spec import SweepSpec
+from hpcjobs.units import is_ascii_digits
 
 
 def call_with_params(fn: Callable[..., Any], params: Mapping[str, Any]) -> Any:
@@ -97,7 +98,7 @@ class FunctionSweep:
                 state, raw = states.FAILED, f"{type(exc).__name__}: {exc}"[:200]
             array_id, _, index = str(job.job_id).partition("_")
             records.append(JobStatus(str(job.job_id), state, raw, array_job_id=array_id if index else None,
-                                     array_task_id=int(index) if index.isdigit() else None))
+                                     array_task_id=int(index) if is_ascii_digits(index) else None))
             del point
         with Ledger.open(self.folder) as ledger:
             ledger.record_status(records)

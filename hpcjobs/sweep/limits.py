@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.units import is_ascii_digits
 
 #: Points per sweep unless ``max_points:`` or ``$HPCJOBS_MAX_POINTS`` says otherwise.
 DEFAULT_MAX_POINTS = 1_000_000
@@ -52,7 +53,7 @@ def max_points_limit(setting: int | None = None) -> int:
     raw = os.environ.get(MAX_POINTS_ENV, "").strip().replace("_", "")
     if not raw:
         return DEFAULT_MAX_POINTS
-    if not raw.isdigit() or len(raw) > 12 or not 0 < int(raw) <= MAX_POINTS_CEILING:
+    if not is_ascii_digits(raw) or len(raw) > 12 or not 0 < int(raw) <= MAX_POINTS_CEILING:
         raise ConfigError(ConfigProblem(
             f"{MAX_POINTS_ENV}={os.environ[MAX_POINTS_ENV]!r} is not a number of points from 1 to "
             f"{MAX_POINTS_CEILING:,}", key=MAX_POINTS_ENV))

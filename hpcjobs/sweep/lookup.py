@@ -29,6 +29,7 @@ from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.states import parse_job_tag
 from hpcjobs.sweep.ledger import Ledger, PointRecord, Submission
+from hpcjobs.units import is_ascii_digits
 
 log = logging.getLogger("hpcjobs.sweep")
 
@@ -65,7 +66,7 @@ def default_lookup_seconds() -> float:
 
 def numeric_job_order(job_id: str) -> tuple[int, str]:
     """Sort key of job ids by their number (``99`` before ``100``; PBS server suffixes ignored)."""
-    digits = "".join(c for c in job_id.split(".")[0] if c.isdigit())
+    digits = "".join(c for c in job_id.split(".")[0] if is_ascii_digits(c))
     return (int(digits) if digits else 0, job_id)
 
 

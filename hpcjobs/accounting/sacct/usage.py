@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from hpcjobs.accounting.sacct import arrays as nx
 from hpcjobs.formats import slurm as fs
+from hpcjobs.units import is_ascii_digits
 
 _PPM = 1_000_000
 _MAX_COMMENT_BYTES = 1 << 20  # a jobstats summary is a few hundred bytes; gunzip no more than this
@@ -92,7 +93,7 @@ def _tres_value(text: str | None, key: str) -> int | None:
     found = fs.parse_tres(text).get(key)
     if found is None:
         return None
-    if found.isdigit():
+    if is_ascii_digits(found):
         return int(found)
     size = fs.parse_memory(found).bytes
     return size if size is not None and 0 <= size < 2**63 else None

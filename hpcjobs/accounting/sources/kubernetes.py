@@ -34,6 +34,7 @@ from hpcjobs.accounting.sources.pbs import rows_to_frame
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 from hpcjobs.formats import kubernetes as fmt
 from hpcjobs.states import parse_job_tag
+from hpcjobs.units import is_ascii_digits
 
 _QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
 _UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30,
@@ -106,7 +107,7 @@ def kubernetes_rows(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         namespace = str(obj.get("metadata", {}).get("namespace", "default"))
         text = (_meta(obj, "labels").get(fmt.INDEX_LABEL)
                 or _meta(obj, "annotations").get(fmt.COMPLETION_INDEX_ANNOTATION))
-        index = int(text) if text is not None and str(text).isdigit() else None
+        index = int(text) if text is not None and is_ascii_digits(str(text)) else None
         if obj.get("kind") == "Job":
             jobs[(namespace, chunk, index)] = obj
         elif obj.get("kind") == "Pod" and index is not None:

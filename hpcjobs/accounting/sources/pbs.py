@@ -35,6 +35,7 @@ from hpcjobs.errors import SchedulerOutputError
 from hpcjobs.formats import pbs
 from hpcjobs.formats.pbs_accounting import accounting_job_id
 from hpcjobs.states import parse_job_tag
+from hpcjobs.units import is_ascii_digits
 
 Derive = Callable[..., tuple[str, int | None, int | None]]
 Source = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
@@ -307,7 +308,7 @@ def iter_source_lines(source: Source) -> Iterator[str]:
 
 
 def _epoch(value: str | None) -> datetime | None:
-    return pbs.parse_pbs_time(value) if value and value.strip().lstrip("-").isdigit() else None
+    return pbs.parse_pbs_time(value) if value and is_ascii_digits(value.strip().lstrip("-")) else None
 
 
 def _tag_in(text: str | None) -> str | None:

@@ -38,6 +38,7 @@ from hpcjobs.accounting.sources.pbs import rows_to_frame
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.formats import swarm as fmt
 from hpcjobs.states import parse_job_tag
+from hpcjobs.units import is_ascii_digits
 
 #: Folder of a sweep where hpcjobs saves the records of the services it removed.
 RECORDS_DIR = "scheduler-records"
@@ -52,7 +53,7 @@ def _time(text: object) -> datetime | None:
         base = datetime.fromisoformat(head + "+00:00")
     except ValueError:
         return None
-    digits = "".join(c for c in frac if c.isdigit())[:6]
+    digits = "".join(c for c in frac if is_ascii_digits(c))[:6]
     return base.replace(microsecond=int(digits.ljust(6, "0"))) if digits else base
 
 
@@ -127,7 +128,7 @@ def swarm_rows(objects: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "array_task_id": rec.array_task_id, "array_task_spec": rec.array_task_spec,
             "job_name": labels.get("hpcjobs.job-name") or rec.array_job_id, "state": rec.state,
             "state_raw": rec.state_raw, "exit_code": rec.exit_code,
-            "time_limit": float(walltime) if walltime and str(walltime).isdigit() else None,
+            "time_limit": float(walltime) if walltime and is_ascii_digits(str(walltime)) else None,
             "cpus": math.ceil(reserve["NanoCPUs"] / 1e9) if reserve.get("NanoCPUs") else None,
             "req_mem_bytes": reserve.get("MemoryBytes") or None, "gpus": gpus or None,
             "comment": labels.get("hpcjobs.tag"), "sweep_id": tag.sweep_id if tag else None,
