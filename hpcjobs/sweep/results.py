@@ -21,7 +21,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,16 +73,43 @@ def _json_scalar(value: Any) -> Scalar:
     return value if isinstance(value, bool | int | float | str) or value is None else None
 
 
+#: Most levels of nested objects a metrics file may have (``{"val": {"acc": 1}}`` has two).
+MAX_METRIC_DEPTH = 64
+#: Most metrics one file may give (a larger one is refused: its table would be unusable and slow).
+MAX_METRICS = 10_000
+
+
 def flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Scalar]:
-    """Scalars of a JSON object; nested objects give dotted names (``{"val": {"acc": 1}}``: ``val.acc``); no lists."""
+    """Scalars of a JSON object; nested objects give dotted names (``{"val": {"acc": 1}}``: ``val.acc``); no lists.
+
+    Raises:
+        ResultReadError: Nested deeper than :data:`MAX_METRIC_DEPTH`, or more than :data:`MAX_METRICS` metrics.
+    """
     out: dict[str, Scalar] = {}
-    for key, value in obj.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flatten(value, f"{name}."))
-        elif not isinstance(value, list):
-            out[name] = _json_scalar(value)
+    stack: list[tuple[Iterator[tuple[str, Any]], str]] = [(iter(obj.items()), prefix)]  # in the file's order
+    while stack:
+        items, at = stack[-1]
+        for key, value in items:
+            name = f"{at}{key}"
+            if isinstance(value, Mapping):
+                if len(stack) >= MAX_METRIC_DEPTH:
+                    raise ResultReadError(f"nested deeper than {MAX_METRIC_DEPTH} levels")
+                stack.append((iter(value.items()), f"{name}."))
+                break
+            if not isinstance(value, list):
+                out[name] = _json_scalar(value)
+                if len(out) > MAX_METRICS:
+                    raise ResultReadError(f"more than {MAX_METRICS:,} metrics")
+        else:
+            stack.pop()
     return out
+
+
+def _flat(obj: Mapping[str, Any], label: str) -> dict[str, Scalar]:
+    try:
+        return flatten(obj)
+    except ResultReadError as exc:
+        raise ResultReadError(f"{label}: {exc}") from None
 
 
 def _rows(data: bytes, fmt: str, label: str) -> list[dict[str, Scalar]] | dict[str, Scalar]:
@@ -93,10 +120,12 @@ def _rows(data: bytes, fmt: str, label: str) -> list[dict[str, Scalar]] | dict[s
             obj = json.loads(text)
         except ValueError as exc:
             raise ResultReadError(f"{label}: not valid JSON ({exc})") from None
+        except RecursionError:
+            raise ResultReadError(f"{label}: JSON nested too deeply to read") from None
         if isinstance(obj, dict):
-            return flatten(obj)
+            return _flat(obj, label)
         if isinstance(obj, list) and all(isinstance(r, dict) for r in obj):
-            return [flatten(r) for r in obj]
+            return [_flat(r, label) for r in obj]
         raise ResultReadError(f"{label}: expected a JSON object or a list of objects, got {type(obj).__name__}")
     if fmt == "jsonl":
         lines = text.splitlines()
@@ -106,16 +135,20 @@ def _rows(data: bytes, fmt: str, label: str) -> list[dict[str, Scalar]] | dict[s
                 continue
             try:
                 obj = json.loads(line)
+            except RecursionError:
+                raise ResultReadError(f"{label}:{n}: JSON nested too deeply to read") from None
             except ValueError as exc:
                 if n == len(lines) and not text.endswith("\n"):
                     break  # a line still being written
                 raise ResultReadError(f"{label}:{n}: not valid JSON ({exc})") from None
             if not isinstance(obj, dict):
                 raise ResultReadError(f"{label}:{n}: expected a JSON object per line")
-            rows.append(flatten(obj))
+            rows.append(_flat(obj, f"{label}:{n}"))
         return rows
     try:
         reader = csv.DictReader(io.StringIO(text), delimiter="\t" if fmt == "tsv" else ",")
+        if len(reader.fieldnames or ()) > MAX_METRICS:
+            raise ResultReadError(f"{label}: more than {MAX_METRICS:,} columns")
         return [{str(k): parse_scalar(v) if isinstance(v, str) else None for k, v in row.items() if k is not None}
                 for row in reader]
     except csv.Error as exc:
@@ -293,8 +326,11 @@ def results_frame(folder: Path, point_ids: Sequence[str], *, sources: Sequence[R
         names: dict[str, None] = {}
         for pid in point_ids:
             names.update(dict.fromkeys(read[pid][0]))
-        for name in names:
-            frame[name] = typed_column([read[pid][0].get(name) for pid in point_ids])
+        taken = set(_OWN_COLUMNS) | set(names)
+        for name in names:  # a metric named like one of this frame's own columns is prefixed, not written over it
+            column = free_column_name(name, taken) if name in _OWN_COLUMNS else name
+            taken.add(column)
+            frame[column] = typed_column([read[pid][0].get(name) for pid in point_ids])
         frame["result_error"] = pd.array([read[pid][1] for pid in point_ids], dtype="string")
     else:
         frame["result_error"] = pd.Series(pd.NA, index=frame.index, dtype="string")
@@ -303,9 +339,26 @@ def results_frame(folder: Path, point_ids: Sequence[str], *, sources: Sequence[R
     return frame
 
 
+#: The columns :func:`results_frame` writes itself; a metric of one of these names is prefixed.
+_OWN_COLUMNS = ("point_id", "result_error", "log_out", "log_err")
+
+
+def free_column_name(name: str, taken: set[str]) -> str:
+    """``result_<name>`` (``result_result_<name>``, ...): the first that is not in ``taken``."""
+    column = f"result_{name}"
+    while column in taken:
+        column = f"result_{column}"
+    return column
+
+
 def join_results(frame: pd.DataFrame, results: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with the result columns joined on ``point_id``; a metric named like a column gets ``result_``."""
-    rename = {c: f"result_{c}" for c in results.columns if c != "point_id" and c in frame.columns}
+    taken = set(map(str, frame.columns)) | set(map(str, results.columns))
+    rename = {}
+    for c in results.columns:
+        if c != "point_id" and c in frame.columns:
+            rename[c] = free_column_name(str(c), taken)
+            taken.add(rename[c])
     right = results.rename(columns=rename)
     left = frame.assign(point_id=frame["point_id"].astype("string"))
     return left.merge(right, on="point_id", how="left")
