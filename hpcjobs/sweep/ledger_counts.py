@@ -66,7 +66,12 @@ def stored_version(con: sqlite3.Connection) -> int | None:
     if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sweep'").fetchone():
         return None
     row = con.execute("SELECT schema_version FROM sweep").fetchone()
-    return None if row is None else int(row[0])
+    if row is None:
+        return None
+    if isinstance(row[0], int) and not isinstance(row[0], bool) and 0 < row[0] < 10**6:
+        return row[0]
+    raise LedgerError(f"the sweep ledger's schema version is {row[0]!r}, not a version number: the ledger was "
+                      "written by something other than hpcjobs, or damaged")
 
 
 def upgrade(con: sqlite3.Connection, path: Path) -> None:

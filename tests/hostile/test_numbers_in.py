@@ -93,3 +93,20 @@ def test_seconds_settings_in_range_are_read(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("HPCJOBS_SCHEDULER_TIMEOUT_S", "2.5")
     monkeypatch.setenv("HPCJOBS_LIMITS_TTL_S", "0")
     assert limits_cache.query_timeout_s() == 2.5 and limits_cache.ttl_s() == 0
+
+
+@pytest.mark.parametrize("version", ["'abc'", "'２'", "1.5", "x'00'", "-3", "0", "99999999999"])
+def test_a_ledger_schema_version_that_is_no_version_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     version: str) -> None:
+    import sqlite3
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp.yaml").write_text("name: ver\ncommand: echo $x\nsweep:\n  grid: {x: [1]}\n")
+    assert CliRunner().invoke(main, ["sweep", "exp.yaml", "--site", "local"]).exit_code == 0
+    (ledger,) = (tmp_path / "hpcjobs-sweeps").glob("*/ledger.sqlite")
+    with sqlite3.connect(ledger) as con:
+        con.execute(f"UPDATE sweep SET schema_version = {version}")
+    result = CliRunner().invoke(main, ["status", "ver"])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "schema version" in result.output or "is empty" in result.output, result.output
