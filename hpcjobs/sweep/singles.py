@@ -265,7 +265,14 @@ def _submit_request(request: SingleRequest, ledger: Ledger, client: SchedulerCli
         n_reset = 0
         if reset:
             poll_status(ledger, client)  # the current state decides (a failed poll fails the resubmit)
-            n_reset = ledger.reset_for_resubmit([p.point_id for p in ledger.points(list(reset))])
+            from hpcjobs.sweep.lookup import still_queued
+
+            chosen = ledger.points(list(reset))
+            queued = still_queued(client, chosen)  # finished in accounting, queued again (requeued): left alone
+            if queued:
+                log.warning("job %s is queued again by the scheduler (requeued): not resubmitted",
+                            ", ".join(queued.values()))
+            n_reset = ledger.reset_for_resubmit([p.point_id for p in chosen if p.point_id not in queued])
         submitted = False
         if ledger.pending_points():
             deps, records = upstreams or _upstreams(request, ledger.upstreams(), client, cli_after)

@@ -9,6 +9,7 @@ where its ``--output`` directive says.
 
 from __future__ import annotations
 
+import logging
 import json
 import re
 from dataclasses import dataclass, field
@@ -52,6 +53,8 @@ class FakeJob:
     visible_at: float
     state: str = "RUNNING"
     exit: str = "0:0"
+    #: What squeue shows when it differs from accounting (a requeued job: PENDING again); None: not in squeue.
+    queue_state: str | None = None
 
 
 @dataclass
@@ -130,6 +133,10 @@ class PlainSlurm:
             ids = next(a.split("=", 1)[1] for a in argv if a.startswith("--jobs=")).split(",")
             out = "".join(f"{j}|{j}|{job.state}|{job.exit}|None|{job.name}|{job.comment}\n"
                           for j in ids if (job := self.jobs.get(j)) and job.visible_at <= self.now)
+        elif cmd == "squeue" and any(a.startswith("--jobs=") for a in argv):
+            ids = next(a.split("=", 1)[1] for a in argv if a.startswith("--jobs=")).split(",")
+            out = "".join(f"{j}|{j}|{j}|N/A|{job.queue_state}|None|{job.name}|{job.comment}\n"
+                          for j in ids if (job := self.jobs.get(j)) and job.queue_state and job.visible_at <= self.now)
         elif cmd == "scancel":
             for j in argv[1:]:
                 if j in self.jobs:
@@ -351,6 +358,21 @@ def test_resubmit_by_job_id_is_a_new_attempt(project: Path, monkeypatch: pytest.
     assert "hello from job 100" in out and "FAILED, exit 3" in out
     code, out = cli("logs", "101")
     assert "hello from job 101" in out
+
+
+def test_resubmit_leaves_a_job_the_scheduler_requeued(project: Path, monkeypatch: pytest.MonkeyPatch, caplog):
+    fake = _fake(monkeypatch)
+    _submit(fake)
+    fake.jobs["100"].state, fake.jobs["100"].exit = "NODE_FAIL", "0:0"
+    fake.jobs["100"].queue_state = "PENDING"  # requeued after the node failure: it runs again by itself
+    with caplog.at_level(logging.WARNING, logger="hpcjobs.sweep"):
+        code, out = cli("resubmit", "100")
+    assert code == 0, out
+    assert fake.sbatch_calls() == 1  # no second live attempt
+    assert any("queued again by the scheduler" in r.getMessage() for r in caplog.records)
+    fake.jobs["100"].queue_state = None  # it left the queue, failed for good
+    code, out = cli("resubmit", "100")
+    assert code == 0 and "resubmitted as job 101" in out, out
 
 
 # ------------------------------------------------------------------------------------- resolving ids
