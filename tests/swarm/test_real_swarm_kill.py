@@ -59,7 +59,13 @@ def test_kill_9_at_random_moments_then_resume(swarm: None, tmp_path: Path) -> No
 
         def done() -> bool:
             return sweep_status(sweep_id, root=root).done
-        wait_for("the sweep to finish", done, timeout=120, every=1.0)
+        try:
+            wait_for("the sweep to finish", done, timeout=120, every=1.0)
+        except AssertionError as exc:  # say where it stood: which points, which services (a rare stall under load)
+            st = sweep_status(sweep_id, root=root, points_limit=None)
+            stuck = [(p.point_id, p.state, p.state_raw, p.job_id) for p in st.points if p.state != "COMPLETED"]
+            raise AssertionError(f"{exc}; counts {st.counts}; not completed {stuck}; services "
+                                 f"{sorted(services_of(sweep_id))}; submitter stderr: {final.stderr[-2000:]}") from None
         with Ledger.open(root / sweep_id) as ledger:
             assert ledger.summary() == {"COMPLETED": 8}, ledger.summary()
             assert ledger.check_invariants() == []
