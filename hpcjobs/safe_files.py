@@ -186,6 +186,26 @@ def _leaves(path: Path, folder: Path) -> bool:
     return not (real == root or real.startswith(root.rstrip(os.sep) + os.sep))
 
 
+def _open_regular(p: Path, inside: str | Path | None) -> tuple[int, os.stat_result]:
+    """``p`` opened for reading without blocking, and its ``fstat``: a regular file that stays in ``inside``.
+
+    Raises:
+        FileNotFoundError: No such file.
+        UnsafePathError: It leads outside ``inside``, or is not a regular file (nothing stays open).
+    """
+    if inside is not None and _leaves(p, Path(inside)):
+        if not p.exists():
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(p))
+        raise UnsafePathError(f"{p} leads outside {inside} (to {os.path.realpath(p)}); "
+                              "hpcjobs reads only the files inside its own folders")
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UnsafePathError(f"{p} is {file_kind(st.st_mode)}, not a regular file; it is not read")
+    return fd, st
+
+
 def read_regular(path: str | Path, max_bytes: int, *, tail: bool = False, inside: str | Path | None = None) -> bytes:
     """At most ``max_bytes`` of a regular file; a FIFO or a device is refused without blocking.
 
@@ -203,16 +223,8 @@ def read_regular(path: str | Path, max_bytes: int, *, tail: bool = False, inside
         OSError: Unreadable.
     """
     p = Path(path)
-    if inside is not None and _leaves(p, Path(inside)):
-        if not p.exists():
-            raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(p))
-        raise UnsafePathError(f"{p} leads outside {inside} (to {os.path.realpath(p)}); "
-                              "hpcjobs reads only the files inside its own folders")
-    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    fd, st = _open_regular(p, inside)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafePathError(f"{p} is {file_kind(st.st_mode)}, not a regular file; it is not read")
         if st.st_size > max_bytes:
             if not tail:
                 raise UnsafePathError(f"{p} is {st.st_size:,} bytes, more than the limit of {max_bytes:,} bytes; "
@@ -238,14 +250,8 @@ def read_regular_range(path: str | Path, offset: int, length: int, *, inside: st
         UnsafePathError: Not a regular file, or a link that leads outside ``inside``.
         OSError: Unreadable.
     """
-    p = Path(path)
-    if inside is not None and _leaves(p, Path(inside)):
-        raise UnsafePathError(f"{p} leads outside {inside}; hpcjobs reads only the files inside its own folders")
-    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    fd, _ = _open_regular(Path(path), inside)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafePathError(f"{p} is {file_kind(st.st_mode)}, not a regular file; it is not read")
         return os.pread(fd, max(0, length), max(0, offset))
     finally:
         os.close(fd)
