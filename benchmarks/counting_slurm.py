@@ -2,8 +2,8 @@
 
 Answers like a healthy Slurm and counts every call: ``sbatch`` (a new job id; the array size is read
 from the script's ``--array=0-N`` directive), ``scontrol show config`` (``MaxArraySize``), the tag
-queries of :meth:`hpcjobs.schedulers.slurm.SlurmBackend.tag_query_argvs` (``squeue --format=%F|%k``,
-``sacct -X --format=JobID,Comment``), the status query of :func:`hpcjobs.formats.slurm.sacct_status_argv`
+queries of :meth:`hpcjobs.schedulers.slurm.backend.SlurmBackend.tag_query_argvs` (``squeue --format=%F|%k``,
+``sacct -X --format=JobID,Comment``), the status query of :func:`hpcjobs.schedulers.slurm.formats.sacct_status_argv`
 (one ``sacct`` row per array task, in the state :attr:`CountingSlurm.state` says) and ``scancel``.
 
 With a ``journal`` file every job it queues is appended (and fsynced) there before ``sbatch``

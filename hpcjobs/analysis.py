@@ -155,7 +155,6 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
     if jobs is None:
         if meta.scheduler == "slurm" and job_ids:
             from hpcjobs.accounting.sources.slurm import query_sacct
-
             from hpcjobs.ids import values_from
 
             start = datetime.fromtimestamp(meta.created_at, tz=timezone.utc) - timedelta(hours=1)

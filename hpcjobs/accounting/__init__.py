@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-#: Public name → the module (below this package) that defines it.
+#: Public name → the module (below this package, or an absolute ``hpcjobs.`` name) that defines it.
 _EXPORTS: dict[str, str] = {
     # sources
     **dict.fromkeys(("read_sacct_parsable2", "query_sacct", "sacct_accounting_argv", "SACCT_ACCOUNTING_FIELDS",
@@ -33,7 +33,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("read_gpu_samples", "gpu_summary", "gpu_job_summary", "find_gpu_files"), "sources.gpu"),
     # plumbing
     **dict.fromkeys(("COLUMNS", "empty_frame", "conform"), "schema"),
-    "SkippedRecordsWarning": "skipped",
+    "SkippedRecordsWarning": "hpcjobs.skipped",
     **dict.fromkeys(("ReportFilters", "parse_when", "detect_format", "read_saved", "apply_filters",
                      "load_report_frame"), "report_source"),
     # reports
@@ -61,7 +61,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(importlib.import_module(module if module.startswith("hpcjobs.") else f"{__name__}.{module}"), name)
     globals()[name] = value  # the next lookup does not come here
     return value
 

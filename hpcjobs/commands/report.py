@@ -126,8 +126,8 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
     from hpcjobs.accounting.report_source import ReportFilters, load_report_frame, parse_when
     from hpcjobs.accounting.reports.rows import input_warnings
     from hpcjobs.accounting.reports.tables import report_tables
-    from hpcjobs.accounting.skipped import SkippedRecordsWarning
     from hpcjobs.errors import ConfigError, ConfigProblem
+    from hpcjobs.skipped import SkippedRecordsWarning
 
     if as_csv and as_json:
         raise ConfigError("choose one of --csv and --json")

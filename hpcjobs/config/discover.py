@@ -22,9 +22,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hpcjobs import __version__, process
-from hpcjobs.config import discover_pbs, discover_slurm, discover_slurm_qos, discover_torque
 from hpcjobs.config.discover_model import DiscoveredSite, render_site_yaml
 from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, printable, reading_output_of
+from hpcjobs.schedulers.pbs import discover as discover_pbs
+from hpcjobs.schedulers.pbs import discover_torque
+from hpcjobs.schedulers.slurm import discover as discover_slurm
+from hpcjobs.schedulers.slurm import discover_qos as discover_slurm_qos
 
 log = logging.getLogger("hpcjobs.discover")
 
@@ -101,7 +104,7 @@ def probe_slurm() -> Probe | None:
     except HpcJobsError as exc:
         log.info("Slurm does not answer: %s", exc)
         return None
-    from hpcjobs.formats.slurm import parse_scontrol_show_config
+    from hpcjobs.schedulers.slurm.formats import parse_scontrol_show_config
 
     return Probe("slurm", parse_scontrol_show_config(res.stdout).get("ClusterName", ""))
 
@@ -110,7 +113,7 @@ def probe_pbs() -> Probe | None:
     """The PBS server name when PBS's own ``qstat -B -f -F json`` answers (Slurm's wrappers do not count)."""
     try:
         res = _run(discover_pbs.SERVER_ARGV, timeout=probe_timeout_s())
-        from hpcjobs.formats.pbs import parse_qstat_json
+        from hpcjobs.schedulers.pbs.formats import parse_qstat_json
 
         with reading_output_of(res.argv, res.stdout, res.returncode):
             doc = parse_qstat_json(res.stdout)
@@ -198,7 +201,7 @@ def discover_site(scheduler: str = "auto", *, name: str | None = None, user: str
         texts = [_run(argv, scheduler="torque").stdout for argv in (
             discover_torque.QUEUE_ARGV, discover_torque.NODE_ARGV, discover_torque.SERVER_ARGV)]
         return discover_torque.build_torque_site(*texts, name=name)
-    from hpcjobs.formats.pbs import parse_qstat_json
+    from hpcjobs.schedulers.pbs.formats import parse_qstat_json
 
     docs = []
     for argv in (discover_pbs.QUEUE_ARGV, discover_pbs.NODE_ARGV, discover_pbs.SERVER_ARGV):

@@ -1,7 +1,7 @@
 """A site discovered from a live scheduler: every value with the command and field it came from.
 
-The scheduler-specific parsers (:mod:`hpcjobs.config.discover_slurm`,
-:mod:`hpcjobs.config.discover_pbs`) build a :class:`DiscoveredSite`; this module turns it into
+The scheduler-specific parsers (:mod:`hpcjobs.schedulers.slurm.discover`,
+:mod:`hpcjobs.schedulers.pbs.discover`) build a :class:`DiscoveredSite`; this module turns it into
 the plain document the site schema validates and into commented YAML for ``hpcjobs site init``.
 """
 

@@ -258,7 +258,7 @@ def _estimate_slurm(rows: list[PlanRow], exp: Any, site: Any, site_file: str) ->
 
 def _queue_states(rows: list[PlanRow], site: Any, notes: list[str]) -> list[PlanRow]:
     """PBS Pro: each row with its queue's state; a disabled or stopped queue does not fit."""
-    from hpcjobs.formats.pbs_queues import QUEUE_STATE_ARGV, parse_queue_states
+    from hpcjobs.schedulers.pbs.queues import QUEUE_STATE_ARGV, parse_queue_states
 
     try:
         result = _client("pbspro").run(list(QUEUE_STATE_ARGV), timeout=ESTIMATE_TIMEOUT_S)

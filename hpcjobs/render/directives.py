@@ -15,10 +15,10 @@ from collections.abc import Callable
 from hpcjobs.config.policy import forbidden_in
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.resolve import ResolvedJob
-from hpcjobs.schedulers.kubernetes import kubernetes_directives
-from hpcjobs.schedulers.pbs import pbs_array_argument, torque_array_argument
-from hpcjobs.schedulers.slurm import array_argument
-from hpcjobs.schedulers.swarm import swarm_directives
+from hpcjobs.schedulers.kubernetes.backend import kubernetes_directives
+from hpcjobs.schedulers.pbs.backend import pbs_array_argument, torque_array_argument
+from hpcjobs.schedulers.slurm.backend import array_argument
+from hpcjobs.schedulers.swarm.backend import swarm_directives
 from hpcjobs.units import format_memory_pbs, format_memory_slurm, format_walltime_pbs, format_walltime_slurm
 
 Directive = tuple[str, str]

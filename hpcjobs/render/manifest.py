@@ -1,7 +1,7 @@
 """The Kubernetes manifest of a rendered job, as ``hpcjobs render`` prints it (YAML).
 
 On a Kubernetes site the script is the command of the pods; what is submitted is the ``batch/v1``
-Jobs built from its ``#K8S`` lines (:func:`hpcjobs.schedulers.kubernetes.render_manifest`). This
+Jobs built from its ``#K8S`` lines (:func:`hpcjobs.schedulers.kubernetes.backend.render_manifest`). This
 module shows them as ``hpcjobs submit`` would create them from the current folder, with a
 placeholder token in place of the submission's. No cluster is asked: where the site leaves the form
 to the server's version, the form shown is the one chosen for ``server_version`` (default: a server
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from hpcjobs.formats.kubernetes import INDEXED_SINCE
 from hpcjobs.render.script import RenderedScript
-from hpcjobs.schedulers.kubernetes import parse_directives, render_manifest
+from hpcjobs.schedulers.kubernetes.backend import parse_directives, render_manifest
+from hpcjobs.schedulers.kubernetes.formats import INDEXED_SINCE
 from hpcjobs.states import JobTag
 
 #: The token shown in place of a submission's (every submission gets its own).

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.schedulers.base import CAPABILITY_HOOKS, BaseBackend, Capabilities, JobEnv
-from hpcjobs.schedulers.kubernetes import KubernetesBackend
-from hpcjobs.schedulers.pbs import PbsProBackend, TorqueBackend
-from hpcjobs.schedulers.slurm import SlurmBackend
-from hpcjobs.schedulers.swarm import SwarmBackend
+from hpcjobs.schedulers.kubernetes.backend import KubernetesBackend
+from hpcjobs.schedulers.pbs.backend import PbsProBackend, TorqueBackend
+from hpcjobs.schedulers.slurm.backend import SlurmBackend
+from hpcjobs.schedulers.swarm.backend import SwarmBackend
 
 #: The entry point group out-of-tree backends register under.
 ENTRY_POINT_GROUP = "hpcjobs.schedulers"

@@ -8,7 +8,7 @@ with one SQL statement (:meth:`hpcjobs.sweep.ledger.Ledger.apply_status`).
 It says the same as the list of :class:`hpcjobs.schedulers.base.JobStatus` records it is built from
 (:meth:`StatusTable.from_records`), with the ledger's rule that a later record for the same task or
 job wins; a backend may also build it straight from the scheduler's text
-(``parse_status_table``, e.g. :func:`hpcjobs.formats.slurm_bulk.sacct_status_table`).
+(``parse_status_table``, e.g. :func:`hpcjobs.schedulers.slurm.bulk.sacct_status_table`).
 """
 
 from __future__ import annotations

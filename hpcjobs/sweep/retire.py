@@ -9,7 +9,7 @@ them) in ``<sweep folder>/scheduler-records/<job id>.json``, which the accountin
 (Swarm's new task in a slot that failed, a task still being stopped) is left for a later poll.
 
 Backends opt in with the hooks ``retire_argv``, ``settled_services`` and ``inspect_argv``
-(:class:`hpcjobs.schedulers.swarm.SwarmBackend`); others are left alone. Nothing here imports pandas.
+(:class:`hpcjobs.schedulers.swarm.backend.SwarmBackend`); others are left alone. Nothing here imports pandas.
 """
 
 from __future__ import annotations

@@ -47,7 +47,8 @@ _LEDGER = "ledger.sqlite"
 #: ``12[].server``, ``12[3].server``.
 JOB_ID_RE = re.compile(r"[0-9]+(?:_[0-9]+|\[[0-9]*\])?(?:\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)?")
 #: The job ids hpcjobs chooses on Docker Swarm (the service name) and Kubernetes (``<namespace>/<chunk>``):
-#: ``<experiment>-<sweep hash or x>-<chunk>-<tasks>[n][i]-<token>`` (:mod:`hpcjobs.formats.swarm`, ``kubernetes``).
+#: ``<experiment>-<sweep hash or x>-<chunk>-<tasks>[n][i]-<token>`` (the ``formats`` modules of
+#: :mod:`hpcjobs.schedulers.swarm` and :mod:`hpcjobs.schedulers.kubernetes`).
 CONTAINER_JOB_ID_RE = re.compile(r"(?:[a-z0-9][a-z0-9-]*/)?[A-Za-z0-9][A-Za-z0-9_-]*-(?:[0-9a-f]{8}|x)-\d+-\d+n?i?"
                                  r"-[0-9a-f]{8,32}")
 

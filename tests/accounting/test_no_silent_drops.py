@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from hpcjobs.accounting.skipped import SkippedRecordsWarning
 from hpcjobs.accounting.sources.pbs import read_pbs_accounting
 from hpcjobs.accounting.sources.torque import read_torque_accounting
+from hpcjobs.skipped import SkippedRecordsWarning
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "pbs" / "openpbs-real" / "accounting-20261203.txt"
 

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 from hpcjobs.accounting.report_source import detect_format, read_saved
-from hpcjobs.accounting.skipped import SkippedRecordsWarning
 from hpcjobs.accounting.sources.slurm import SACCT_ACCOUNTING_FIELDS, read_sacct_parsable2
 from hpcjobs.errors import ConfigError, SchedulerOutputError
+from hpcjobs.skipped import SkippedRecordsWarning
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm" / "spellings"
 ROOT = Path(__file__).resolve().parents[2]

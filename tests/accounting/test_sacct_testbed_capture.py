@@ -13,7 +13,7 @@ import pytest
 
 from hpcjobs import states as st
 from hpcjobs.accounting.sources.slurm import read_sacct_parsable2
-from hpcjobs.formats import slurm as fs
+from hpcjobs.schedulers.slurm import formats as fs
 
 TESTBED = Path(__file__).resolve().parents[1] / "data" / "slurm" / "testbed"
 pytestmark = [pytest.mark.skipif(not (TESTBED / "sacct.txt").exists(), reason="testbed captures not present"),

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hpcjobs.accounting.sources.pbs import read_pbs_accounting, read_qstat_json
 from hpcjobs.accounting.sources.slurm import read_sacct_json, read_sacct_parsable2
 from hpcjobs.accounting.sources.torque import read_torque_accounting, read_torque_qstat_xml
-from hpcjobs.formats import pbs
+from hpcjobs.schedulers.pbs import formats as pbs
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 _LINE = "04/05/2017 13:06:53;E;{job};user=u group=g jobname=x queue=q ctime=1491390300 qtime=1491390300 " \

@@ -22,8 +22,8 @@ from hpcjobs import states as st
 from hpcjobs.accounting.schema import COLUMNS
 from hpcjobs.accounting.sources import pbs as ap
 from hpcjobs.errors import SchedulerOutputError
-from hpcjobs.formats import pbs
-from hpcjobs.schedulers.pbs import PbsProBackend
+from hpcjobs.schedulers.pbs import formats as pbs
+from hpcjobs.schedulers.pbs.backend import PbsProBackend
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "pbs" / "openpbs-real"
 UTC = "UTC"  # the capture server ran in UTC: accounting "07:40:45" is epoch 1796283645

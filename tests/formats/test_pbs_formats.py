@@ -1,4 +1,4 @@
-"""Hand-checked tests of the pandas-free PBS Pro / OpenPBS parsers (hpcjobs.formats.pbs).
+"""Hand-checked tests of the pandas-free PBS Pro / OpenPBS parsers (hpcjobs.schedulers.pbs.formats).
 
 Real samples: tests/data/pbs (sources in tests/data/SOURCES.md). Files named ``constructed_*``
 are hand-made following OpenPBS src/cmds/qstat.c (github.com/openpbs/openpbs); the ``qstat -f`` one was wrapped with
@@ -20,7 +20,7 @@ from hypothesis import strategies as hs
 
 from hpcjobs import states as st
 from hpcjobs.errors import SchedulerOutputError
-from hpcjobs.formats import pbs
+from hpcjobs.schedulers.pbs import formats as pbs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pbs"
 QSTAT_F = DATA / "aiida_pbspro-epfl_qstat-f_6jobs_tab-continuation.txt"
@@ -53,7 +53,7 @@ def prt_attr(name: str, value: str, linesize: int = 78) -> str:
 
 
 def test_module_does_not_import_pandas() -> None:
-    code = "import sys, hpcjobs.formats.pbs; print('pandas' in sys.modules)"
+    code = "import sys, hpcjobs.schedulers.pbs.formats; print('pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -9,8 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hpcjobs.config.discover import site_yaml
-from hpcjobs.config.discover_pbs import build_pbs_site, generic_user_limit, pbs_memory, pbs_walltime
-from hpcjobs.config.discover_slurm import (
+from hpcjobs.config.site import SiteConfig
+from hpcjobs.config.site_diff import diff_site
+from hpcjobs.config.validation import validate_document
+from hpcjobs.config.yamlio import parse_yaml
+from hpcjobs.schedulers.pbs.discover import build_pbs_site, generic_user_limit, pbs_memory, pbs_walltime
+from hpcjobs.schedulers.pbs.formats import parse_qstat_json
+from hpcjobs.schedulers.slurm.discover import (
     build_slurm_site,
     parse_gres,
     parse_oneliner,
@@ -18,11 +23,6 @@ from hpcjobs.config.discover_slurm import (
     slurm_megabytes,
     slurm_time,
 )
-from hpcjobs.config.site import SiteConfig
-from hpcjobs.config.site_diff import diff_site
-from hpcjobs.config.validation import validate_document
-from hpcjobs.config.yamlio import parse_yaml
-from hpcjobs.formats.pbs import parse_qstat_json
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 SLURM = DATA / "slurm" / "testbed"

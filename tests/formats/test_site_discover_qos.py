@@ -9,8 +9,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hpcjobs.config.discover import site_yaml
-from hpcjobs.config.discover_slurm import build_slurm_site
-from hpcjobs.config.discover_slurm_qos import (
+from hpcjobs.config.experiment import Experiment
+from hpcjobs.config.site import SiteConfig
+from hpcjobs.config.site_diff import diff_site
+from hpcjobs.config.validation import validate_document
+from hpcjobs.config.yamlio import parse_yaml
+from hpcjobs.errors import ConfigError
+from hpcjobs.resolve import resolve
+from hpcjobs.schedulers.slurm.discover import build_slurm_site
+from hpcjobs.schedulers.slurm.discover_qos import (
     QOS_ARGV,
     assoc_argv,
     default_qos,
@@ -21,13 +28,6 @@ from hpcjobs.config.discover_slurm_qos import (
     user_qos_names,
     wall_seconds,
 )
-from hpcjobs.config.experiment import Experiment
-from hpcjobs.config.site import SiteConfig
-from hpcjobs.config.site_diff import diff_site
-from hpcjobs.config.validation import validate_document
-from hpcjobs.config.yamlio import parse_yaml
-from hpcjobs.errors import ConfigError
-from hpcjobs.resolve import resolve
 
 SLURM = Path(__file__).resolve().parents[1] / "data" / "slurm" / "testbed"
 QOS_FMT = (SLURM / "sacctmgr_show_qos_format_parsable2.txt").read_text()

@@ -9,7 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hpcjobs.config.discover import site_yaml
-from hpcjobs.config.discover_torque import (
+from hpcjobs.config.experiment import Experiment
+from hpcjobs.config.site import SiteConfig
+from hpcjobs.config.site_diff import diff_site
+from hpcjobs.config.validation import validate_document
+from hpcjobs.config.yamlio import parse_yaml
+from hpcjobs.render.script import render_job
+from hpcjobs.resolve import resolve
+from hpcjobs.schedulers.pbs.discover_torque import (
     build_torque_site,
     needed_properties,
     node_unusable,
@@ -20,13 +27,6 @@ from hpcjobs.config.discover_torque import (
     torque_node_count,
     torque_walltime,
 )
-from hpcjobs.config.experiment import Experiment
-from hpcjobs.config.site import SiteConfig
-from hpcjobs.config.site_diff import diff_site
-from hpcjobs.config.validation import validate_document
-from hpcjobs.config.yamlio import parse_yaml
-from hpcjobs.render.script import render_job
-from hpcjobs.resolve import resolve
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "torque" / "discover"
 KISTI_Q = (DATA / "kisti-gsdc_torque-6.1.2_qstat-Qf.txt").read_text()

@@ -1,4 +1,4 @@
-"""Hand-checked tests of the pandas-free Slurm parsers (hpcjobs.formats.slurm)."""
+"""Hand-checked tests of the pandas-free Slurm parsers (hpcjobs.schedulers.slurm.formats)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 
 from hpcjobs import states as st
 from hpcjobs.errors import SchedulerOutputError
-from hpcjobs.formats import slurm as fs
+from hpcjobs.schedulers.slurm import formats as fs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 
 
 def test_module_does_not_import_pandas() -> None:
-    code = "import sys, hpcjobs.formats.slurm; sys.exit('pandas' in sys.modules)"
+    code = "import sys, hpcjobs.schedulers.slurm.formats; sys.exit('pandas' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 

@@ -1,4 +1,4 @@
-"""Hand-checked tests of the pandas-free Torque parsers (hpcjobs.formats.torque).
+"""Hand-checked tests of the pandas-free Torque parsers (hpcjobs.schedulers.pbs.torque).
 
 Real samples in tests/data/torque (sources in tests/data/SOURCES.md).
 """
@@ -13,7 +13,8 @@ import pytest
 
 from hpcjobs import states as st
 from hpcjobs.errors import SchedulerOutputError
-from hpcjobs.formats import pbs, torque
+from hpcjobs.schedulers.pbs import formats as pbs
+from hpcjobs.schedulers.pbs import torque
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "torque"
 XML = DATA / "fyrd_torque-stanford_qstat-x.xml"
@@ -21,7 +22,7 @@ TEXT = DATA / "aiida_torque-ichec_qstat-f_unexpected-newlines.txt"
 
 
 def test_module_does_not_import_pandas() -> None:
-    code = "import sys, hpcjobs.formats.torque; print('pandas' in sys.modules)"
+    code = "import sys, hpcjobs.schedulers.pbs.torque; print('pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -12,10 +12,10 @@ import pytest
 
 from hpcjobs import states as st
 from hpcjobs.errors import ConfigError
-from hpcjobs.formats import kubernetes as fmt
 from hpcjobs.render.script import render_experiment
 from hpcjobs.schedulers.base import SubmitOptions
-from hpcjobs.schedulers.kubernetes import KubernetesBackend
+from hpcjobs.schedulers.kubernetes import formats as fmt
+from hpcjobs.schedulers.kubernetes.backend import KubernetesBackend
 from hpcjobs.states import JobTag
 
 TESTS = Path(__file__).resolve().parent.parent

@@ -15,10 +15,10 @@ import pytest
 from hpcjobs import states as st
 from hpcjobs.config.sites import load_site_file
 from hpcjobs.errors import ConfigError, SchedulerOutputError
-from hpcjobs.formats import kubernetes as fmt
 from hpcjobs.render.script import render_experiment
 from hpcjobs.schedulers.base import SubmitOptions
-from hpcjobs.schedulers.kubernetes import KubernetesBackend, read_directives
+from hpcjobs.schedulers.kubernetes import formats as fmt
+from hpcjobs.schedulers.kubernetes.backend import KubernetesBackend, read_directives
 from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.states import JobTag
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
-from hpcjobs.formats import kubernetes as fmt
 from hpcjobs.process import CommandResult
 from hpcjobs.schedulers.base import SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
-from hpcjobs.schedulers.kubernetes import KubernetesBackend
+from hpcjobs.schedulers.kubernetes import formats as fmt
+from hpcjobs.schedulers.kubernetes.backend import KubernetesBackend
 from hpcjobs.states import JobTag
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "kubernetes"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hpcjobs.errors import SchedulerOutputError
-from hpcjobs.formats.pbs_queues import parse_queue_states, parse_state_count
+from hpcjobs.schedulers.pbs.queues import parse_queue_states, parse_state_count
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

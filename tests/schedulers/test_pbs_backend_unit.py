@@ -25,7 +25,7 @@ def test_pbspro_submit_argv():
 
 def test_pbspro_array_of_one_task_is_a_range_pbs_accepts():
     # real OpenPBS refuses `-J 3-3` ("qsub: illegal -J value"); `3-4:2` is one subjob, index 3
-    from hpcjobs.schedulers.pbs import pbs_array_argument
+    from hpcjobs.schedulers.pbs.backend import pbs_array_argument
 
     assert pbs_array_argument(ArraySpec(3, 3)) == "3-4:2"
     assert pbs_array_argument(ArraySpec(0, 0, throttle=1)) == "0-1:2%1"

@@ -12,10 +12,10 @@ import pytest
 
 from hpcjobs import states as st
 from hpcjobs.errors import ConfigError
-from hpcjobs.formats import swarm as fmt
 from hpcjobs.render.script import render_experiment
 from hpcjobs.schedulers.base import SubmitOptions
-from hpcjobs.schedulers.swarm import SwarmBackend
+from hpcjobs.schedulers.swarm import formats as fmt
+from hpcjobs.schedulers.swarm.backend import SwarmBackend
 from hpcjobs.states import JobTag
 
 TESTS = Path(__file__).resolve().parent.parent

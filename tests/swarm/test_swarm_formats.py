@@ -16,11 +16,11 @@ from hypothesis import strategies as hs
 from hpcjobs import states as st
 from hpcjobs.config.sites import load_site_file
 from hpcjobs.errors import ConfigError, SchedulerOutputError
-from hpcjobs.formats import swarm as fmt
 from hpcjobs.render.script import render_experiment
 from hpcjobs.schedulers.base import SubmitOptions
 from hpcjobs.schedulers.registry import get_backend
-from hpcjobs.schedulers.swarm import SwarmBackend, read_directives
+from hpcjobs.schedulers.swarm import formats as fmt
+from hpcjobs.schedulers.swarm.backend import SwarmBackend, read_directives
 from hpcjobs.states import JobTag
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "swarm"

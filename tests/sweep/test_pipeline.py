@@ -16,13 +16,13 @@ import pytest
 
 from hpcjobs import process
 from hpcjobs.errors import CommandError, ConfigError
-from hpcjobs.formats.slurm import parse_squeue_status
 from hpcjobs.process import CommandResult
 from hpcjobs.schedulers.base import JobDependency, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
-from hpcjobs.schedulers.pbs import PbsProBackend, TorqueBackend
+from hpcjobs.schedulers.pbs.backend import PbsProBackend, TorqueBackend
 from hpcjobs.schedulers.registry import get_backend
-from hpcjobs.schedulers.slurm import SlurmBackend
+from hpcjobs.schedulers.slurm.backend import SlurmBackend
+from hpcjobs.schedulers.slurm.formats import parse_squeue_status
 from hpcjobs.sweep.api import resubmit_sweep, run_sweep, sweep_status
 from hpcjobs.sweep.ledger import Ledger
 from hpcjobs.sweep.pipeline import BLOCKED_STATE_RAW, parse_after_option

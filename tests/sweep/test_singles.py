@@ -9,8 +9,8 @@ where its ``--output`` directive says.
 
 from __future__ import annotations
 
-import logging
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path

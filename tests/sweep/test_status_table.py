@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 from hpcjobs import process
 from hpcjobs.errors import SchedulerOutputError
-from hpcjobs.formats.slurm import parse_sacct_status
-from hpcjobs.formats.slurm_bulk import sacct_status_table
 from hpcjobs.process import CommandResult
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
+from hpcjobs.schedulers.slurm.bulk import sacct_status_table
+from hpcjobs.schedulers.slurm.formats import parse_sacct_status
 from hpcjobs.schedulers.status_table import StatusTable
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hpcjobs import states as st
-from hpcjobs.formats import slurm as fs
+from hpcjobs.schedulers.slurm import formats as fs
 
 #: An integer column: int64 values (0 where missing) and the missing mask.
 Ints = tuple[np.ndarray, np.ndarray]

@@ -3,7 +3,7 @@
 Used by :func:`hpcjobs.accounting.sources.slurm.read_sacct_parsable2`. pyarrow compute kernels and numpy
 byte views parse the high-cardinality columns (ids, times, durations, MaxRSS); the low-cardinality
 ones (State, ExitCode, Timelimit, ReqMem, TRES) are parsed once per distinct value with the
-hand-tested scalar parsers of :mod:`hpcjobs.formats.slurm` and spread back with numpy gathers
+hand-tested scalar parsers of :mod:`hpcjobs.schedulers.slurm.formats` and spread back with numpy gathers
 (:mod:`hpcjobs.accounting.sacct.arrays`: TRES and ReqMem once per combination of the three that occurs);
 the hpcjobs tag in Comment is searched by Arrow's regex kernel once per distinct tagged comment.
 
@@ -27,7 +27,7 @@ from hpcjobs.accounting.sacct import usage as gpu_usage
 from hpcjobs.accounting.sacct.scan import Columns
 from hpcjobs.accounting.schema import COLUMNS
 from hpcjobs.errors import SchedulerOutputError
-from hpcjobs.formats import slurm as fs
+from hpcjobs.schedulers.slurm import formats as fs
 
 _SACCT_TIME_FMT = "%Y-%m-%dT%H:%M:%S"
 _INT64 = pa.int64()

@@ -29,8 +29,8 @@ from hpcjobs.accounting.sacct.scan import (
     scan_columns,
 )
 from hpcjobs.accounting.sacct.text import Prepared, split_bad_lines
-from hpcjobs.accounting.skipped import Skipped
 from hpcjobs.errors import SchedulerOutputError
+from hpcjobs.skipped import Skipped
 
 _DICT = pa.dictionary(pa.int32(), pa.string())
 #: Field → the type the reader converts it to; fields not here stay strings.

@@ -9,7 +9,7 @@ list, but only after checking the values against each field's type (:func:`check
 text saved with another ``--format`` order is refused instead of read with the wrong columns.
 
 Lines whose number of fields differs from the rest (a job name or comment holding the delimiter
-or a newline) are skipped and listed (:mod:`hpcjobs.accounting.skipped`), never dropped silently.
+or a newline) are skipped and listed (:mod:`hpcjobs.skipped`), never dropped silently.
 
 ``sstat`` (live usage of running steps) prints the same kind of text with other fields; it is
 recognised (:func:`is_sstat_header`, :data:`SSTAT_DEFAULT_FIELDS`) and named as such.
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcjobs.accounting.skipped import Skipped
 from hpcjobs.errors import SchedulerOutputError
+from hpcjobs.skipped import Skipped
 
 #: Bytes that may stand in for a delimiter when the text holds ``|`` in its values (never in sacct text).
 _STAND_INS = (b"\x1f", b"\x1e", b"\x1d", b"\x1c")

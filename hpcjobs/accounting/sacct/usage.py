@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hpcjobs.accounting.sacct import arrays as nx
-from hpcjobs.formats import slurm as fs
+from hpcjobs.schedulers.slurm import formats as fs
 from hpcjobs.units import is_ascii_digits
 
 _PPM = 1_000_000

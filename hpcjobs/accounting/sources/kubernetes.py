@@ -3,7 +3,7 @@
 Source: ``kubectl get jobs,pods -o json`` (a ``v1`` List) of hpcjobs' Jobs, saved
 (:func:`read_kubectl_json`) or asked live (:func:`query_kubernetes`: one call, every namespace, the
 objects labelled ``hpcjobs/chunk``). One row per point (pod index) of each chunk, as the status poll
-sees it (:func:`hpcjobs.formats.kubernetes.job_statuses`: Complete, BackoffLimitExceeded,
+sees it (:func:`hpcjobs.schedulers.kubernetes.formats.job_statuses`: Complete, BackoffLimitExceeded,
 DeadlineExceeded → TIMEOUT, OOMKilled → OUT_OF_MEMORY), with the times of the Job and its pod
 (``batch/v1`` JobStatus and ``v1`` PodStatus, kubernetes.io API reference):
 
@@ -32,7 +32,7 @@ import hpcjobs.schedulers  # noqa: F401  (before the PBS row helpers: see hpcjob
 from hpcjobs import process
 from hpcjobs.accounting.sources.pbs import rows_to_frame
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
-from hpcjobs.formats import kubernetes as fmt
+from hpcjobs.schedulers.kubernetes import formats as fmt
 from hpcjobs.states import parse_job_tag
 from hpcjobs.units import is_ascii_digits
 

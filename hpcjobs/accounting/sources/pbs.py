@@ -3,7 +3,7 @@
 Sources: ``qstat -x -f -F json`` (:func:`read_qstat_json`), ``qstat -x -f`` text
 (:func:`read_qstat_text`) and the server's accounting logs ``server_priv/accounting/YYYYMMDD``
 (:func:`read_pbs_accounting`). Parsing is done by the pure functions of
-:mod:`hpcjobs.formats.pbs`; this module only shapes rows. Torque reuses the row builders
+:mod:`hpcjobs.schedulers.pbs.formats`; this module only shapes rows. Torque reuses the row builders
 (:mod:`hpcjobs.accounting.sources.torque`).
 
 Time zones: qstat prints ``ctime``-style times in the *client's* local zone and accounting lines
@@ -30,10 +30,10 @@ import pandas as pd
 
 from hpcjobs import states
 from hpcjobs.accounting.schema import conform
-from hpcjobs.accounting.skipped import Skipped, attach
 from hpcjobs.errors import SchedulerOutputError
-from hpcjobs.formats import pbs
-from hpcjobs.formats.pbs_accounting import accounting_job_id
+from hpcjobs.schedulers.pbs import formats as pbs
+from hpcjobs.schedulers.pbs.accounting_log import accounting_job_id
+from hpcjobs.skipped import Skipped, attach
 from hpcjobs.states import parse_job_tag
 from hpcjobs.units import is_ascii_digits
 
@@ -433,7 +433,7 @@ def read_pbs_accounting(
         parent gets a row only when the log holds an ``E`` (or ``D``/``A``) record for it. Lines that
         are not records and job records without a job id are listed in ``df.attrs["skipped"]``
         (line numbers count through all files read), with a
-        :class:`~hpcjobs.accounting.skipped.SkippedRecordsWarning`. The ids of jobs left out because
+        :class:`~hpcjobs.skipped.SkippedRecordsWarning`. The ids of jobs left out because
         they have not ended are in ``df.attrs["unfinished"]`` (no warning: a log of today holds
         running jobs).
     """

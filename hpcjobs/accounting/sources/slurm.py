@@ -3,7 +3,7 @@
 The text reader is vectorised: pyarrow reads the ``|``-separated text, pyarrow compute
 kernels parse the high-cardinality columns (ids, times, durations, MaxRSS), and the
 low-cardinality ones (State, ExitCode, Timelimit, ReqMem, TRES, Comment) are parsed once per
-distinct value with the hand-tested scalar parsers of :mod:`hpcjobs.formats.slurm` and
+distinct value with the hand-tested scalar parsers of :mod:`hpcjobs.schedulers.slurm.formats` and
 spread back with ``take``. There is no per-line Python loop.
 
 Conventions (see :mod:`hpcjobs.accounting.schema` for the columns):
@@ -37,10 +37,10 @@ from hpcjobs.accounting.sacct.columns import COLUMN_GROUPS, assemble_frame
 from hpcjobs.accounting.sacct.read import read_columns
 from hpcjobs.accounting.sacct.text import as_source, check_fields, prepare, sample_lines
 from hpcjobs.accounting.schema import conform, empty_frame
-from hpcjobs.accounting.skipped import attach
 from hpcjobs.accounting.sources.slurm_json import read_sacct_json
 from hpcjobs.errors import SchedulerOutputError, reading_output_of
 from hpcjobs.process import CommandResult, output_limits
+from hpcjobs.skipped import attach
 
 __all__ = ["SACCT_ACCOUNTING_FIELDS", "SACCT_QUERY_FIELDS", "query_sacct", "read_sacct_json", "read_sacct_parsable2",
            "sacct_accounting_argv"]
@@ -99,7 +99,7 @@ def sacct_accounting_argv(
     if accounts:
         argv.append("--accounts=" + ",".join(accounts))
     if job_ids:  # read from a ledger: checked, so that none adds another id or option (a comma, a space)
-        from hpcjobs.schedulers.slurm import SlurmBackend
+        from hpcjobs.schedulers.slurm.backend import SlurmBackend
 
         argv.append("--jobs=" + ",".join(SlurmBackend().check_job_ids(job_ids)))
     if states:
@@ -150,7 +150,7 @@ def read_sacct_parsable2(
     Returns:
         A DataFrame conforming to :mod:`hpcjobs.accounting.schema`. Lines with another number of fields
         than the first (a value holding the delimiter or a newline) are left out and listed in
-        ``df.attrs["skipped"]``, with a :class:`~hpcjobs.accounting.skipped.SkippedRecordsWarning`.
+        ``df.attrs["skipped"]``, with a :class:`~hpcjobs.skipped.SkippedRecordsWarning`.
 
     Raises:
         SchedulerOutputError: The first line has more or fewer fields than ``fields``, the values do not fit

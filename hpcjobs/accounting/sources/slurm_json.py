@@ -11,7 +11,7 @@ import pandas as pd
 from hpcjobs import states as st
 from hpcjobs.accounting.schema import conform, empty_frame
 from hpcjobs.errors import SchedulerOutputError
-from hpcjobs.formats import slurm as fs
+from hpcjobs.schedulers.slurm import formats as fs
 
 
 def _num(v: Any) -> Any:

@@ -11,7 +11,7 @@ Sources, each JSON as docker prints it (Docker Engine API object shapes, seen on
   tasks (``docker service ps -q``), one ``docker inspect`` of both, one of the containers this node has.
 
 One row per task slot (a sweep point), from the task that ran the script (the first of the slot
-that started it, as :func:`hpcjobs.formats.swarm.job_statuses` decides): ``submit_time`` and
+that started it, as :func:`hpcjobs.schedulers.swarm.formats.job_statuses` decides): ``submit_time`` and
 ``eligible_time`` are the slot's first task's ``CreatedAt``; ``start_time``/``end_time`` the
 container's ``State.StartedAt``/``FinishedAt`` where the container's record is there (else the end
 is the task's last status time), so ``wait`` is pending → running; a container with
@@ -36,7 +36,7 @@ from hpcjobs import process
 from hpcjobs import states as st
 from hpcjobs.accounting.sources.pbs import rows_to_frame
 from hpcjobs.errors import ConfigError, ConfigProblem
-from hpcjobs.formats import swarm as fmt
+from hpcjobs.schedulers.swarm import formats as fmt
 from hpcjobs.states import parse_job_tag
 from hpcjobs.units import is_ascii_digits
 
@@ -202,7 +202,7 @@ def query_swarm(sweep_folder: str | Path | None = None, timeout: float = 120.0) 
     Raises:
         CommandError: docker failed (its argv, exit code and stderr attached).
     """
-    from hpcjobs.schedulers.swarm import SwarmBackend
+    from hpcjobs.schedulers.swarm.backend import SwarmBackend
 
     backend = SwarmBackend()  # its grammar checks every name and id docker printed before it goes into an argv
     objects: list[Mapping[str, Any]] = saved_records(sweep_folder) if sweep_folder is not None else []

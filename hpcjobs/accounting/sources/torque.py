@@ -15,9 +15,10 @@ from datetime import tzinfo
 
 import pandas as pd
 
-from hpcjobs.accounting.skipped import Skipped, attach
 from hpcjobs.accounting.sources.pbs import Source, accounting_rows, iter_source_lines, jobs_to_frame, rows_to_frame
-from hpcjobs.formats import pbs, torque
+from hpcjobs.schedulers.pbs import formats as pbs
+from hpcjobs.schedulers.pbs import torque
+from hpcjobs.skipped import Skipped, attach
 
 
 def read_torque_qstat_xml(text: str, *, tz: tzinfo | str | None = None) -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """Classification of PBS Pro / Torque ``qstat`` and ``qdel`` error lines (no pandas).
 
-Split out of :mod:`hpcjobs.formats.pbs`, which re-exports every name here.
+Split out of :mod:`hpcjobs.schedulers.pbs.formats`, which re-exports every name here.
 """
 
 from __future__ import annotations

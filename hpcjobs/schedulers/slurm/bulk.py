@@ -1,15 +1,15 @@
 """The sweep status query's ``sacct`` text read by column: a million array tasks without a million objects.
 
-:func:`sacct_status_table` reads the output of :func:`hpcjobs.formats.slurm.sacct_status_argv`
+:func:`sacct_status_table` reads the output of :func:`hpcjobs.schedulers.slurm.formats.sacct_status_argv`
 (``JobID|JobIDRaw|State|ExitCode|Reason|JobName|Comment``, one line per job, array task and step)
 into a :class:`hpcjobs.schedulers.status_table.StatusTable` that says exactly what
-:func:`hpcjobs.formats.slurm.parse_sacct_status` says, for the ledger's purposes (state, state text,
+:func:`hpcjobs.schedulers.slurm.formats.parse_sacct_status` says, for the ledger's purposes (state, state text,
 exit code, task id): the lines of array tasks (``123_4``) are grouped as they are read; step lines
 (``123_4.batch``) only explain a failure's reason, which the ledger does not keep, and are checked
 and skipped; every other line (plain jobs, collapsed pending ranges ``123_[5-9%2]``, heterogeneous
-jobs) goes through :func:`~hpcjobs.formats.slurm.parse_sacct_status` itself. When an answer repeats a
+jobs) goes through :func:`~hpcjobs.schedulers.slurm.formats.parse_sacct_status` itself. When an answer repeats a
 task, or gives a range and tasks of the same array, the whole text is parsed by
-:func:`~hpcjobs.formats.slurm.parse_sacct_status` (its "last record wins" rule then applies).
+:func:`~hpcjobs.schedulers.slurm.formats.parse_sacct_status` (its "last record wins" rule then applies).
 
 Pandas-free: the status poller on a login node imports this module.
 """
@@ -21,7 +21,7 @@ from collections import defaultdict
 from itertools import groupby
 from operator import itemgetter
 
-from hpcjobs.formats.slurm import (
+from hpcjobs.schedulers.slurm.formats import (
     SACCT_STATUS_FIELDS,
     normalize_state,
     parse_exit_code,
@@ -48,7 +48,7 @@ _SLICE = 1 << 22
 
 
 def sacct_status_table(stdout: str) -> StatusTable:
-    """The status answer of ``sacct`` (:func:`hpcjobs.formats.slurm.sacct_status_argv`) by column.
+    """The status answer of ``sacct`` (:func:`hpcjobs.schedulers.slurm.formats.sacct_status_argv`) by column.
 
     An answer made only of array-task and step lines (a sweep's) is read by regular expressions, a
     slice at a time, its consecutive tasks of one outcome grouped without a Python step per line;
@@ -56,7 +56,7 @@ def sacct_status_table(stdout: str) -> StatusTable:
 
     Raises:
         SchedulerOutputError: A line whose JobID is not a Slurm job id (as
-            :func:`~hpcjobs.formats.slurm.parse_sacct_status`).
+            :func:`~hpcjobs.schedulers.slurm.formats.parse_sacct_status`).
     """
     if len(SACCT_STATUS_FIELDS) != 7:  # pragma: no cover - the field list and this reader change together
         return StatusTable.from_records(parse_sacct_status(stdout))

@@ -8,7 +8,7 @@ an argument list. Nothing goes through a shell: every value is one argv word.
 A job array (a sweep chunk) of N tasks is one service with ``--replicas N --max-concurrent K``; its
 tasks are numbered by their Swarm slot ``0..N-1``, which the script reads from ``{{.Task.Slot}}``
 (``templates/swarm.sh.j2``). The service is named after the submission's tag
-(:func:`hpcjobs.formats.swarm.service_name`) and labelled with it (``hpcjobs.tag``): the name is
+(:func:`hpcjobs.schedulers.swarm.formats.service_name`) and labelled with it (``hpcjobs.tag``): the name is
 the job id hpcjobs records, and ``docker service ls`` finds a submission whose answer was lost.
 
 Commands: ``docker service create`` to submit, one ``docker service ps`` per status poll for every
@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING
 
 from hpcjobs.config.site_containers import mount_path
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
-from hpcjobs.formats import swarm as fmt
 from hpcjobs.schedulers.base import BaseBackend, Capabilities, JobStatus, SubmitOptions
 from hpcjobs.schedulers.containers import distributed_problem
+from hpcjobs.schedulers.swarm import formats as fmt
 from hpcjobs.states import parse_job_tag
 from hpcjobs.units import format_memory_slurm, is_ascii_digits
 
@@ -124,7 +124,7 @@ def swarm_directives(job: ResolvedJob) -> list[Directive]:
         d.append(("label", NO_RUN_FOLDERS))
     if settings.run_as == "image":
         d.append(("label", RUN_AS_IMAGE_USER))
-    if job.nodes > 1:  # N tasks of one point: the name says so (hpcjobs.formats.swarm.service_name)
+    if job.nodes > 1:  # N tasks of one point: the name says so (hpcjobs.schedulers.swarm.formats.service_name)
         d.append(("label", f"{NODES_LABEL}{job.nodes}"))
     if job.walltime is not None:  # Swarm has no time limit: the template enforces it (and it is shown)
         d.append(("label", f"--label=hpcjobs.walltime={job.walltime}"))
@@ -280,7 +280,7 @@ class SwarmBackend(BaseBackend):
         return ["docker", "service", "ps", "--no-trunc", "--format", "{{json .}}", "--", *self.check_job_ids(job_ids)]
 
     def parse_status(self, stdout: str) -> list[JobStatus]:
-        """One record per task slot (:func:`hpcjobs.formats.swarm.job_statuses`)."""
+        """One record per task slot (:func:`hpcjobs.schedulers.swarm.formats.job_statuses`)."""
         return fmt.parse_service_ps(stdout)
 
     def tolerable_status_error(self, stderr: str) -> bool:
@@ -302,8 +302,8 @@ class SwarmBackend(BaseBackend):
 
         Any update of a job service starts a new iteration of the job: Swarm stops its running
         tasks and deletes them, and keeps the finished ones. The new iteration is a single
-        placeholder task that no node can take (:data:`hpcjobs.formats.swarm.NEVER_PLACED`), whose
-        image marks the service as cancelled for :func:`hpcjobs.formats.swarm.job_statuses`.
+        placeholder task that no node can take (:data:`hpcjobs.schedulers.swarm.formats.NEVER_PLACED`), whose
+        image marks the service as cancelled for :func:`hpcjobs.schedulers.swarm.formats.job_statuses`.
         """
         return [["docker", "service", "update", "--detach", "--quiet", "--no-resolve-image",
                  "--image", fmt.CANCELLED_IMAGE,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcjobs.errors import SchedulerOutputError
-from hpcjobs.formats.pbs import parse_qstat_json
+from hpcjobs.schedulers.pbs.formats import parse_qstat_json
 from hpcjobs.units import is_ascii_digits
 
 #: The command that lists the queues with their state.

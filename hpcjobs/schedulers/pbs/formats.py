@@ -9,10 +9,10 @@ output, including captures from an OpenPBS 23.06 server in ``tests/data/pbs/open
 * ``Exit_status`` conventions (0, 1-255, 256+signal, negative ``JOB_EXEC_*`` codes).
 
 The accounting line parser and the value helpers (sizes, durations, times, resource specs) live in
-:mod:`hpcjobs.formats.pbs_accounting`, the ``qstat``/``qdel`` error classification in
-:mod:`hpcjobs.formats.pbs_errors`; both are re-exported here.
+:mod:`hpcjobs.schedulers.pbs.accounting_log`, the ``qstat``/``qdel`` error classification in
+:mod:`hpcjobs.schedulers.pbs.errors`; both are re-exported here.
 
-Torque shares most of this; :mod:`hpcjobs.formats.torque` adds what differs.
+Torque shares most of this; :mod:`hpcjobs.schedulers.pbs.torque` adds what differs.
 """
 
 from __future__ import annotations
@@ -25,31 +25,31 @@ from typing import Any
 
 from hpcjobs import states
 from hpcjobs.errors import SchedulerOutputError, excerpt
-from hpcjobs.formats import lines_from_end
-from hpcjobs.formats.pbs_accounting import GPU_RESOURCES as GPU_RESOURCES
-from hpcjobs.formats.pbs_accounting import AccountingRecord as AccountingRecord
-from hpcjobs.formats.pbs_accounting import as_int as as_int
-from hpcjobs.formats.pbs_accounting import as_text as as_text
-from hpcjobs.formats.pbs_accounting import exec_vnode_totals as exec_vnode_totals
-from hpcjobs.formats.pbs_accounting import iter_accounting_records as iter_accounting_records
-from hpcjobs.formats.pbs_accounting import localize as localize
-from hpcjobs.formats.pbs_accounting import parse_accounting_line as parse_accounting_line
-from hpcjobs.formats.pbs_accounting import parse_duration as parse_duration
-from hpcjobs.formats.pbs_accounting import parse_exec_host as parse_exec_host
-from hpcjobs.formats.pbs_accounting import parse_nodes_spec as parse_nodes_spec
-from hpcjobs.formats.pbs_accounting import parse_pbs_time as parse_pbs_time
-from hpcjobs.formats.pbs_accounting import parse_select as parse_select
-from hpcjobs.formats.pbs_accounting import parse_size as parse_size
-from hpcjobs.formats.pbs_accounting import select_totals as select_totals
-from hpcjobs.formats.pbs_errors import BAD_JOB_ID as BAD_JOB_ID
-from hpcjobs.formats.pbs_errors import JOB_FINISHED as JOB_FINISHED
-from hpcjobs.formats.pbs_errors import OTHER_ERROR as OTHER_ERROR
-from hpcjobs.formats.pbs_errors import UNKNOWN_JOB as UNKNOWN_JOB
-from hpcjobs.formats.pbs_errors import PbsCommandError as PbsCommandError
-from hpcjobs.formats.pbs_errors import classify_error_line as classify_error_line
-from hpcjobs.formats.pbs_errors import is_unknown_job_error as is_unknown_job_error
-from hpcjobs.formats.pbs_errors import parse_error_lines as parse_error_lines
 from hpcjobs.schedulers.base import JobStatus
+from hpcjobs.schedulers.parsing import lines_from_end
+from hpcjobs.schedulers.pbs.accounting_log import GPU_RESOURCES as GPU_RESOURCES
+from hpcjobs.schedulers.pbs.accounting_log import AccountingRecord as AccountingRecord
+from hpcjobs.schedulers.pbs.accounting_log import as_int as as_int
+from hpcjobs.schedulers.pbs.accounting_log import as_text as as_text
+from hpcjobs.schedulers.pbs.accounting_log import exec_vnode_totals as exec_vnode_totals
+from hpcjobs.schedulers.pbs.accounting_log import iter_accounting_records as iter_accounting_records
+from hpcjobs.schedulers.pbs.accounting_log import localize as localize
+from hpcjobs.schedulers.pbs.accounting_log import parse_accounting_line as parse_accounting_line
+from hpcjobs.schedulers.pbs.accounting_log import parse_duration as parse_duration
+from hpcjobs.schedulers.pbs.accounting_log import parse_exec_host as parse_exec_host
+from hpcjobs.schedulers.pbs.accounting_log import parse_nodes_spec as parse_nodes_spec
+from hpcjobs.schedulers.pbs.accounting_log import parse_pbs_time as parse_pbs_time
+from hpcjobs.schedulers.pbs.accounting_log import parse_select as parse_select
+from hpcjobs.schedulers.pbs.accounting_log import parse_size as parse_size
+from hpcjobs.schedulers.pbs.accounting_log import select_totals as select_totals
+from hpcjobs.schedulers.pbs.errors import BAD_JOB_ID as BAD_JOB_ID
+from hpcjobs.schedulers.pbs.errors import JOB_FINISHED as JOB_FINISHED
+from hpcjobs.schedulers.pbs.errors import OTHER_ERROR as OTHER_ERROR
+from hpcjobs.schedulers.pbs.errors import UNKNOWN_JOB as UNKNOWN_JOB
+from hpcjobs.schedulers.pbs.errors import PbsCommandError as PbsCommandError
+from hpcjobs.schedulers.pbs.errors import classify_error_line as classify_error_line
+from hpcjobs.schedulers.pbs.errors import is_unknown_job_error as is_unknown_job_error
+from hpcjobs.schedulers.pbs.errors import parse_error_lines as parse_error_lines
 from hpcjobs.states import parse_job_tag
 
 # --------------------------------------------------------------------------- job ids

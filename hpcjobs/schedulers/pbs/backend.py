@@ -1,6 +1,6 @@
 """PBS Pro / OpenPBS and Torque backends: ``qsub``/``qstat``/``qdel`` builders and parsers.
 
-The parsers live in :mod:`hpcjobs.formats.pbs` and :mod:`hpcjobs.formats.torque`
+The parsers live in :mod:`hpcjobs.schedulers.pbs.formats` and :mod:`hpcjobs.schedulers.pbs.torque`
 (pure, tested on real recorded output); this module assembles them.
 
 The hpcjobs tag travels as ``-v HPCJOBS_TAG=<tag>`` (PBS has no free-text job
@@ -13,10 +13,10 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from hpcjobs.formats import pbs as fmt
-from hpcjobs.formats import torque as tfmt
 from hpcjobs.schedulers.base import ArraySpec, BaseBackend, Capabilities, ClusterLimits, JobStatus, SubmitOptions
 from hpcjobs.schedulers.locate import locate_pbs_command
+from hpcjobs.schedulers.pbs import formats as fmt
+from hpcjobs.schedulers.pbs import torque as tfmt
 from hpcjobs.units import is_ascii_digits
 
 #: A PBS (and Torque) job id: the sequence number, an array (``123[]``), subjob (``123[4]``) or subjob

@@ -1,6 +1,6 @@
 """The Slurm backend: ``sbatch``/``sacct``/``squeue``/``scancel``/``scontrol`` command builders and parsers.
 
-The parsers live in :mod:`hpcjobs.formats.slurm` (pure, tested on real output of
+The parsers live in :mod:`hpcjobs.schedulers.slurm.formats` (pure, tested on real output of
 Slurm 22.05); this module assembles them behind :class:`SchedulerBackend`.
 """
 
@@ -10,8 +10,8 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from hpcjobs.formats import slurm as fmt
 from hpcjobs.schedulers.base import ArraySpec, BaseBackend, Capabilities, ClusterLimits, JobStatus, SubmitOptions
+from hpcjobs.schedulers.slurm import formats as fmt
 from hpcjobs.schedulers.status_table import StatusTable
 
 #: Messages with which sacct says accounting is unavailable (then status falls back to squeue).
@@ -95,8 +95,8 @@ class SlurmBackend(BaseBackend):
         return fmt.parse_sacct_status(stdout)
 
     def parse_status_table(self, stdout: str) -> StatusTable:
-        """:meth:`parse_status` by column, for sweeps of many array tasks (:mod:`hpcjobs.formats.slurm_bulk`)."""
-        from hpcjobs.formats.slurm_bulk import sacct_status_table
+        """:meth:`parse_status` by column, for sweeps of many array tasks (:mod:`hpcjobs.schedulers.slurm.bulk`)."""
+        from hpcjobs.schedulers.slurm.bulk import sacct_status_table
 
         return sacct_status_table(stdout)
 

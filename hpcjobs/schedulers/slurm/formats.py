@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from hpcjobs import states as st
 from hpcjobs.errors import SchedulerOutputError, excerpt
-from hpcjobs.formats import lines_from_end
 from hpcjobs.schedulers.base import ClusterLimits, JobStatus
+from hpcjobs.schedulers.parsing import lines_from_end
 from hpcjobs.units import is_ascii_digits
 
 # ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hpcjobs.config.discover_model import DiscoveredPartition, DiscoveredSite, Sourced
-from hpcjobs.config.discover_slurm import GpuGres, NodeClass, memory_text
+from hpcjobs.schedulers.slurm.discover import GpuGres, NodeClass, memory_text
 from hpcjobs.units import format_walltime_slurm, is_ascii_digits, parse_walltime
 
 QUEUE_ARGV = ["qstat", "-Q", "-f", "-F", "json"]

@@ -100,7 +100,7 @@ def default_qos(row: Mapping[str, str]) -> str | None:
     """The QOS a job of this association runs under when it names none.
 
     ``DefaultQOS`` when set; else ``normal`` when the association may use it (or lists no QOS), else its
-    first allowed QOS (the rule of ``hpcjobs.schedulers.slurm.SlurmBackend.parse_user_limits``).
+    first allowed QOS (the rule of ``hpcjobs.schedulers.slurm.backend.SlurmBackend.parse_user_limits``).
     """
     allowed = [q.strip() for q in field(row, "QOS").split(",") if q.strip()]
     return field(row, "DefaultQOS") or ("normal" if "normal" in allowed or not allowed else allowed[0])

@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hpcjobs.config.discover_model import DiscoveredPartition, DiscoveredSite, Sourced
-from hpcjobs.config.discover_pbs import pbs_count, pbs_memory
-from hpcjobs.config.discover_slurm import GpuGres, NodeClass, memory_text
+from hpcjobs.schedulers.pbs.discover import pbs_count, pbs_memory
+from hpcjobs.schedulers.slurm.discover import GpuGres, NodeClass, memory_text
 from hpcjobs.units import format_walltime_slurm, is_ascii_digits
 
 QUEUE_ARGV = ["qstat", "-Q", "-f"]

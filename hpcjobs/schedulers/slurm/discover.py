@@ -5,7 +5,7 @@ Sources (field names as the Slurm man pages spell them): ``scontrol show config`
 MaxTime, DefaultTime, MaxNodes, TotalNodes, State, Default, AllowQos, OverSubscribe, DefMemPerCPU,
 MaxMemPerNode), ``scontrol show node -o`` (CPUTot/CPUEfctv, RealMemory, MemSpecLimit, Gres,
 Partitions); the user's associations and QOS (``sacctmgr``) are read by
-:mod:`hpcjobs.config.discover_slurm_qos`. See https://slurm.schedmd.com/scontrol.html.
+:mod:`hpcjobs.schedulers.slurm.discover_qos`. See https://slurm.schedmd.com/scontrol.html.
 """
 
 from __future__ import annotations
@@ -210,8 +210,8 @@ def build_slurm_site(config_text: str, partition_text: str, node_text: str, *, n
         node_text: ``scontrol show node -o`` output.
         name: The site's name (default: ClusterName).
         assoc_text: ``sacctmgr`` output of the user's associations
-            (:func:`hpcjobs.config.discover_slurm_qos.assoc_argv`); ``None`` when it could not be read.
-        qos_text: ``sacctmgr show qos`` output (:data:`hpcjobs.config.discover_slurm_qos.QOS_ARGV`).
+            (:func:`hpcjobs.schedulers.slurm.discover_qos.assoc_argv`); ``None`` when it could not be read.
+        qos_text: ``sacctmgr show qos`` output (:data:`hpcjobs.schedulers.slurm.discover_qos.QOS_ARGV`).
     """
     config = _parse_config(config_text)
     cluster = config.get("ClusterName", "")
@@ -276,7 +276,7 @@ def _config_notes(site: DiscoveredSite, config: Mapping[str, str]) -> None:
 
 def _accounting_limits(site: DiscoveredSite, assoc_text: str | None, qos_text: str | None) -> None:
     """``limits.max_submitted_jobs`` and ``qos_limits`` from ``sacctmgr``, or notes saying why they are left out."""
-    from hpcjobs.config import discover_slurm_qos as qos
+    from hpcjobs.schedulers.slurm import discover_qos as qos
 
     if assoc_text is None or qos_text is None:
         site.notes.append("limits.max_submitted_jobs, qos_limits: left out, sacctmgr could not be read"
@@ -292,7 +292,7 @@ def _accounting_limits(site: DiscoveredSite, assoc_text: str | None, qos_text: s
 
 
 def _parse_config(text: str) -> dict[str, str]:
-    from hpcjobs.formats.slurm import parse_scontrol_show_config
+    from hpcjobs.schedulers.slurm.formats import parse_scontrol_show_config
 
     return parse_scontrol_show_config(text)
 

@@ -1,7 +1,7 @@
-"""Pure, pandas-free parsers of scheduler command output (Slurm, PBS Pro/OpenPBS, Torque).
+"""Helpers the pure parsers of every scheduler folder share (``<name>/formats.py``).
 
-Everything here turns recorded text into plain Python values; nothing runs a command
-and nothing imports pandas, so status polling on a login node stays light.
+The parsers turn recorded text into plain Python values; nothing runs a command and nothing
+imports pandas, so status polling on a login node stays light.
 """
 
 from __future__ import annotations

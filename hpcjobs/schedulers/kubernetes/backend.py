@@ -4,7 +4,7 @@ Rendering writes what the Jobs need into the script as ``#K8S key=value`` lines 
 where they are structured: resources, node selector, tolerations, volumes), the way ``#SBATCH``
 lines carry sbatch's options; ``hpcjobs render`` shows them. At submission,
 :meth:`KubernetesBackend.submit_argv_in` reads them back, builds the manifest with the submit
-directory, the run folders and the user (:func:`hpcjobs.formats.kubernetes.manifest`), writes it
+directory, the run folders and the user (:func:`hpcjobs.schedulers.kubernetes.formats.manifest`), writes it
 beside the script as ``<chunk>.k8s.json`` and returns ``kubectl create -f <that file> -o name``.
 Nothing goes through a shell: the script runs as ``["/bin/bash", <script>]``, and every value is
 data in the manifest.
@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 from hpcjobs.config.site_containers import mount_path
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
-from hpcjobs.formats import kubernetes as fmt
 from hpcjobs.output import atomic_write_text
 from hpcjobs.schedulers.base import BaseBackend, Capabilities, JobStatus, SubmitOptions
 from hpcjobs.schedulers.containers import distributed_problem
+from hpcjobs.schedulers.kubernetes import formats as fmt
 from hpcjobs.states import JobTag, parse_job_tag
 
 if TYPE_CHECKING:  # the render layer imports this module, not the other way round
@@ -214,7 +214,7 @@ def chunk_manifest(settings: dict[str, Any], script: Path, cwd: Path, tag: JobTa
     """The object ``kubectl create -f`` takes for a chunk, and the chunk's name.
 
     The form is the site's (``indexed`` in the ``#K8S`` lines), else the server's
-    (:func:`hpcjobs.formats.kubernetes.indexed_for`).
+    (:func:`hpcjobs.schedulers.kubernetes.formats.indexed_for`).
 
     Raises:
         ConfigError: The chunk cannot be named (too long).
@@ -329,7 +329,7 @@ class KubernetesBackend(BaseBackend):
                 "-o", "json"]
 
     def parse_status(self, stdout: str) -> list[JobStatus]:
-        """One record per point (:func:`hpcjobs.formats.kubernetes.job_statuses`)."""
+        """One record per point (:func:`hpcjobs.schedulers.kubernetes.formats.job_statuses`)."""
         return fmt.parse_get(stdout)
 
     def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:

@@ -4,7 +4,7 @@
 * the values found in them (and in ``qstat`` output): sizes ``13378420kb``, durations
   ``4090:56:03``, epoch or ``ctime()`` times, ``select``/``nodes``/``exec_host`` specs.
 
-Split out of :mod:`hpcjobs.formats.pbs`, which re-exports every public name here (the ``qstat``
+Split out of :mod:`hpcjobs.schedulers.pbs.formats`, which re-exports every public name here (the ``qstat``
 parsers there use the value helpers); :mod:`hpcjobs.accounting.sources.pbs` turns the records into the
 accounting DataFrame.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
-from hpcjobs.accounting.skipped import Skipped
+from hpcjobs.skipped import Skipped
 from hpcjobs.units import is_ascii_digits
 
 # --------------------------------------------------------------------------- values
@@ -267,7 +267,7 @@ _ACCT_JOB_ID_RE = re.compile(r"^(?P<seq>\d+)(?:\[(?P<idx>\d*)\])?(?:\.(?P<server
 def accounting_job_id(text: str) -> tuple[int, int | None, bool, str | None] | None:
     """``(sequence, index, is_array, server)`` of an accounting log's job id, ``None`` when it is not one.
 
-    Wider than :func:`hpcjobs.formats.pbs.parse_job_id`: whatever the server name holds, the id is read
+    Wider than :func:`hpcjobs.schedulers.pbs.formats.parse_job_id`: whatever the server name holds, the id is read
     (the server is the text after the first ``.`` that follows the number and array index).
     """
     m = _ACCT_JOB_ID_RE.match(text.strip())

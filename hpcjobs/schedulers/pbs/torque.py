@@ -1,7 +1,7 @@
 """Pure parsers for Torque output (no pandas): ``qstat -x`` XML, Torque exit codes, arrays.
 
 Torque's ``qstat -f`` text and accounting lines have the PBS layout and are parsed by
-:mod:`hpcjobs.formats.pbs`; what differs lives here (github.com/adaptivecomputing/torque:
+:mod:`hpcjobs.schedulers.pbs.formats`; what differs lives here (github.com/adaptivecomputing/torque:
 ``src/include/pbs_job.h``, ``src/server/accounting.c``):
 
 * ``qstat -x`` means XML in Torque (in PBS Pro it means "include finished jobs"): one line
@@ -24,13 +24,13 @@ from typing import Any
 
 from hpcjobs import states
 from hpcjobs.errors import SchedulerOutputError
-from hpcjobs.formats.pbs import (
+from hpcjobs.schedulers.base import JobStatus
+from hpcjobs.schedulers.pbs.formats import (
     derive_final_state,
     job_status_from_attrs,
     parse_qstat_full,
     split_variable_list,
 )
-from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.units import is_ascii_digits
 
 #: Torque ``JOB_EXEC_*`` codes (src/include/pbs_job.h, 4.x/6.x) → normalised state.
@@ -63,7 +63,7 @@ def derive_torque_final_state(
     TIMEOUT when the used walltime reached the limit, else CANCELLED) with Torque's negative codes.
 
     Returns:
-        ``(state, exit_code, exit_signal)``, see :func:`hpcjobs.formats.pbs.derive_final_state`.
+        ``(state, exit_code, exit_signal)``, see :func:`hpcjobs.schedulers.pbs.formats.derive_final_state`.
     """
     return derive_final_state(
         exit_status,
