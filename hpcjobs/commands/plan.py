@@ -46,9 +46,9 @@ def _hours(value: float | None) -> str:
 def _wait(row: PlanRow) -> str:
     if row.wait_p50_s is None or row.wait_p90_s is None:
         return "-"
-    from hpcjobs.plan.rank import _minutes
+    from hpcjobs.units import format_duration_short
 
-    return f"{_minutes(row.wait_p50_s)} / {_minutes(row.wait_p90_s)} ({row.wait_jobs})"
+    return f"{format_duration_short(row.wait_p50_s)} / {format_duration_short(row.wait_p90_s)} ({row.wait_jobs})"
 
 
 def _print(result: Plan) -> None:

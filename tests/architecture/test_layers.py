@@ -62,7 +62,6 @@ CYCLES: frozenset[tuple[str, ...]] = frozenset({
 
 #: (importer, module, name) of private names still imported from another package.
 PRIVATE: frozenset[tuple[str, str, str]] = frozenset({
-    ("hpcjobs.commands.plan", "hpcjobs.plan.rank", "_minutes"),
     ("hpcjobs.sweep.rightsize", "hpcjobs.accounting.reports.advise", "_mode"),
 })
 
