@@ -132,9 +132,10 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
         sweep: Sweep id, unique id prefix, or folder.
         root: Folder of sweep folders (default ``./hpcjobs-sweeps`` or ``$HPCJOBS_SWEEP_ROOT``).
         jobs: Accounting rows to join (any scheduler, the normalised schema: e.g. from
-            :func:`hpcjobs.accounting.sources.pbs.read_pbs_accounting`). Default: asked of Slurm's ``sacct``
-            for the sweep's jobs (one windowed, cached query); on other schedulers, the ledger's
-            own record (state and exit code only).
+            :func:`hpcjobs.accounting.sources.pbs.read_pbs_accounting`). Default: asked of the scheduler's
+            live accounting for the sweep's jobs where it answers for job ids (Slurm's ``sacct``: one windowed,
+            cached query, :func:`hpcjobs.accounting.report_source.query_jobs_of`); on other schedulers, the
+            ledger's own record (state and exit code only).
         cache: Cache finished sacct windows on disk, and the points' results read so far.
         results: Add what each run produced: one typed column per metric of the experiment's
             ``results:`` sources (:mod:`hpcjobs.sweep.results`; null where it could not be read,
@@ -153,13 +154,15 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
         job_ids = sorted({s.job_id for s in ledger.submissions(with_points=False)
                           if s.job_id and s.state == "submitted"})
     if jobs is None:
-        if meta.scheduler == "slurm" and job_ids:
-            from hpcjobs.accounting.sources.slurm import query_sacct
+        from hpcjobs.accounting.report_source import query_jobs_of
+
+        query = query_jobs_of(meta.scheduler) if job_ids else None
+        if query is not None:
             from hpcjobs.ids import values_from
 
             start = datetime.fromtimestamp(meta.created_at, tz=timezone.utc) - timedelta(hours=1)
-            with values_from(ledger.path):  # the ids' file, should one not be a Slurm job id
-                jobs = query_sacct(start, job_ids=job_ids, cache=cache)
+            with values_from(ledger.path):  # the ids' file, should one not be a job id of the scheduler
+                jobs = query(start, job_ids, cache)
         else:
             jobs = empty_frame()
     with Ledger.open(folder, allow_read_only=True) as ledger:  # no accounting rows: no ids to match them by
@@ -269,7 +272,7 @@ def load_sweep_report(filters: ReportFilters, *, all_attempts: bool = False, **r
     """
     from dataclasses import replace
 
-    from hpcjobs.accounting.report_source import load_report_frame, local_sweep
+    from hpcjobs.accounting.report_source import has_live_accounting, load_report_frame, local_sweep
     from hpcjobs.accounting.reports.sweeps import final_attempts
     from hpcjobs.errors import ConfigError
 
@@ -283,8 +286,8 @@ def load_sweep_report(filters: ReportFilters, *, all_attempts: bool = False, **r
     with Ledger.open(folder, allow_read_only=True) as ledger:
         meta = ledger.meta
         attempts = sweep_attempts_frame(ledger)
-    if read.get("from_file") is None and read.get("scheduler") is None and meta.scheduler in ("kubernetes", "swarm"):
-        read = {**read, "scheduler": meta.scheduler}  # asked live, like sacct for a Slurm sweep
+    if read.get("from_file") is None and read.get("scheduler") is None and has_live_accounting(meta.scheduler):
+        read = {**read, "scheduler": meta.scheduler}  # asked live, of the sweep's own scheduler
     if filters.since is None and read.get("from_file") is None:
         filters = replace(filters, since=datetime.fromtimestamp(meta.created_at, tz=timezone.utc) - timedelta(hours=1))
     df = load_report_frame(replace(filters, sweep=meta.sweep_id), **read)

@@ -27,6 +27,7 @@ from hpcjobs.accounting.input_checks import (
 )
 from hpcjobs.accounting.sacct.text import SstatOutputError, guess_delimiter, is_sstat_header, sstat_message
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
+from hpcjobs.schedulers.registry import find_backend
 
 #: Formats :func:`detect_format` can name.
 FORMATS = ("sacct-parsable2", "sstat", "sacct-json", "qstat-json", "qstat-text", "torque-xml", "pbs-accounting",
@@ -160,8 +161,8 @@ def read_saved(path: str | os.PathLike[str], *, scheduler: str | None = None, tz
 
 def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Sequence[str] | None,
                 delimiter: str | None) -> pd.DataFrame:
-    if p.is_dir():
-        fmt = "torque-accounting" if scheduler == "torque" else "pbs-accounting"
+    if p.is_dir():  # a folder of accounting logs
+        fmt = "pbs-accounting"
         text = ""
     else:
         try:
@@ -174,10 +175,9 @@ def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Se
             for problem in exc.problems:
                 problem.file = problem.file or str(p)
             raise
-    if scheduler == "torque" and fmt == "pbs-accounting":
-        fmt = "torque-accounting"
-    if scheduler == "pbspro" and fmt == "torque-accounting":
-        fmt = "pbs-accounting"
+    backend = find_backend(scheduler)
+    if backend is not None:  # the scheduler's own dialect of what detection cannot tell apart
+        fmt = backend.saved_format(fmt)
     if fmt == "sstat":
         raise ConfigError(ConfigProblem(sstat_message(), file=str(p)))
     if fmt == "sacct-parsable2":
@@ -205,11 +205,11 @@ def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Se
         from hpcjobs.accounting.sources.pbs import read_qstat_json
 
         return read_qstat_json(text, tz=tz)
-    if fmt == "qstat-text":
-        if scheduler == "torque":
-            from hpcjobs.accounting.sources.torque import read_torque_qstat_text
+    if fmt == "torque-qstat-text":
+        from hpcjobs.accounting.sources.torque import read_torque_qstat_text
 
-            return read_torque_qstat_text(text, tz=tz)
+        return read_torque_qstat_text(text, tz=tz)
+    if fmt == "qstat-text":
         from hpcjobs.accounting.sources.pbs import read_qstat_text
 
         return read_qstat_text(text, tz=tz)
@@ -331,7 +331,8 @@ def load_report_frame(filters: ReportFilters, *, from_file: str | os.PathLike[st
     Args:
         filters: Period, users, accounts, partitions, sweep.
         from_file: A saved output to read instead of querying (see :func:`read_saved`).
-        scheduler: ``slurm`` (default for a live query), ``kubernetes``, ``swarm`` (asked live too; a Swarm
+        scheduler: ``slurm`` (default for a live query), ``kubernetes``, ``swarm`` (asked live too, each from
+            its backend's :attr:`~hpcjobs.schedulers.base.BaseBackend.live_accounting_source`; a Swarm
             sweep's saved records of removed services are read as well), ``pbspro`` or ``torque``.
         tz: Time zone of the saved file's times (see :func:`read_saved`).
         sacct_fields: Field names of headerless saved sacct text.
@@ -342,36 +343,96 @@ def load_report_frame(filters: ReportFilters, *, from_file: str | os.PathLike[st
         A schema DataFrame.
 
     Raises:
-        ConfigError: A live query asked of PBS/Torque (only saved files are read there), or a bad file.
-        CommandError: sacct failed.
+        ConfigError: A live query asked of a scheduler without a live source (PBS/Torque: only saved files
+            are read there), or a bad file.
+        CommandError: sacct (kubectl, docker) failed.
     """
     if from_file is not None:
         df = read_saved(from_file, scheduler=scheduler, tz=tz, sacct_fields=sacct_fields, delimiter=delimiter)
-    elif scheduler == "kubernetes":
-        from hpcjobs.accounting.sources.kubernetes import query_kubernetes
-
-        df = query_kubernetes()
-    elif scheduler == "swarm":
-        from hpcjobs.accounting.sources.swarm import query_swarm
-
-        df = query_swarm(local_sweep(filters.sweep) if filters.sweep is not None else None)
     else:
-        if scheduler not in (None, "slurm"):
-            raise ConfigError(f"live accounting queries are implemented for Slurm, Kubernetes and Docker Swarm; for "
-                              f"{scheduler} save the accounting log or `qstat -x -f -F json` output and pass it with "
-                              "--from-file")
-        from hpcjobs.accounting.sources.slurm import query_sacct
-
-        since = filters.since or datetime.now(timezone.utc) - timedelta(days=7)
-        df = query_sacct(since, filters.until, users=list(filters.users) or None,
-                         accounts=list(filters.accounts) or None,
-                         all_users=all_users and not filters.users)
+        df = LIVE_SOURCES[live_source_of(scheduler)](filters, all_users)
     if filters.sweep is not None:
         from dataclasses import replace
 
         ids = df.loc[df["step"].isna(), "sweep_id"].dropna().astype(str).unique().tolist()
         filters = replace(filters, sweep=resolve_sweep_name(filters.sweep, ids))
     return apply_filters(df, filters)
+
+
+def _query_sacct(filters: ReportFilters, all_users: bool) -> pd.DataFrame:
+    """``sacct`` of the period (default: the last 7 days), users and accounts."""
+    from hpcjobs.accounting.sources.slurm import query_sacct
+
+    since = filters.since or datetime.now(timezone.utc) - timedelta(days=7)
+    return query_sacct(since, filters.until, users=list(filters.users) or None,
+                       accounts=list(filters.accounts) or None, all_users=all_users and not filters.users)
+
+
+def _query_kubectl(filters: ReportFilters, all_users: bool) -> pd.DataFrame:
+    """``kubectl get jobs,pods`` of hpcjobs' chunks (the filters are applied afterwards)."""
+    from hpcjobs.accounting.sources.kubernetes import query_kubernetes
+
+    return query_kubernetes()
+
+
+def _query_docker(filters: ReportFilters, all_users: bool) -> pd.DataFrame:
+    """``docker inspect`` of Swarm services and tasks, with the saved records of the sweep's removed ones."""
+    from hpcjobs.accounting.sources.swarm import query_swarm
+
+    return query_swarm(local_sweep(filters.sweep) if filters.sweep is not None else None)
+
+
+#: The live accounting readers, by the source a backend names
+#: (:attr:`~hpcjobs.schedulers.base.BaseBackend.live_accounting_source`): ``(filters, all_users) -> frame``.
+LIVE_SOURCES: dict[str, Callable[[ReportFilters, bool], pd.DataFrame]] = {
+    "sacct": _query_sacct, "kubectl": _query_kubectl, "docker": _query_docker}
+#: The live source of a query that names no scheduler.
+DEFAULT_LIVE_SOURCE = "sacct"
+
+
+def live_source_of(scheduler: str | None) -> str:
+    """The key in :data:`LIVE_SOURCES` of ``scheduler``'s live accounting (``None``: :data:`DEFAULT_LIVE_SOURCE`).
+
+    Raises:
+        ConfigError: The scheduler has no live accounting source (only saved files are read there).
+    """
+    if scheduler is None:
+        return DEFAULT_LIVE_SOURCE
+    backend = find_backend(scheduler)
+    source = backend.live_accounting_source if backend is not None else None
+    if source is None or source not in LIVE_SOURCES:
+        from hpcjobs.schedulers.registry import BACKENDS
+
+        live = [b.name for b in BACKENDS.values() if b.live_accounting_source in LIVE_SOURCES]
+        names = ", ".join(live[:-1]) + f" and {live[-1]}" if len(live) > 1 else "".join(live)
+        hint = backend.saved_accounting_hint if backend is not None else "save its accounting records"
+        raise ConfigError(f"live accounting queries are implemented for {names}; for {scheduler} {hint} and pass "
+                          "it with --from-file")
+    return source
+
+
+def _sacct_jobs(start: datetime, job_ids: Sequence[str], cache: bool) -> pd.DataFrame:
+    """``sacct`` of ``job_ids`` since ``start`` (windowed, cached when ``cache``)."""
+    from hpcjobs.accounting.sources.slurm import query_sacct
+
+    return query_sacct(start, job_ids=list(job_ids), cache=cache)
+
+
+#: The live sources that answer for a list of job ids: ``(start, job_ids, cache) -> frame``.
+JOB_QUERIES: dict[str, Callable[[datetime, Sequence[str], bool], pd.DataFrame]] = {"sacct": _sacct_jobs}
+
+
+def query_jobs_of(scheduler: str | None) -> Callable[[datetime, Sequence[str], bool], pd.DataFrame] | None:
+    """How to ask ``scheduler``'s live accounting for given job ids, or ``None`` where it cannot (or has none)."""
+    backend = find_backend(scheduler)
+    source = backend.live_accounting_source if backend is not None else None
+    return JOB_QUERIES.get(source) if source is not None else None
+
+
+def has_live_accounting(scheduler: str | None) -> bool:
+    """Whether ``scheduler`` (a name from a ledger, say) has a live accounting source."""
+    backend = find_backend(scheduler)
+    return backend is not None and backend.live_accounting_source in LIVE_SOURCES
 
 
 def local_sweep(name: str) -> Path | None:

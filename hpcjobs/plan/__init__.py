@@ -5,7 +5,8 @@ hpcjobs checks before submitting, Slurm's own start estimate (``sbatch --test-on
 queue wait of similar jobs on that partition, and the cost; then one recommendation by the rule in
 :func:`hpcjobs.plan.rank.recommend`.
 
-Modules: :mod:`~hpcjobs.plan.estimate` (the ``sbatch --test-only`` argv and its answer),
+Modules (the scheduler's own answers, such as Slurm's ``sbatch --test-only`` in
+:mod:`hpcjobs.schedulers.slurm.estimate`, are asked of its backend):
 :mod:`~hpcjobs.plan.billing` (core-, GPU- and billing-hours, ``TRESBillingWeights``),
 :mod:`~hpcjobs.plan.rank` (rows and the ranking rule), :mod:`~hpcjobs.plan.history` (queue wait of
 similar jobs from cached accounting windows), :mod:`~hpcjobs.plan.advice_wait` (the same wait for the

@@ -255,26 +255,18 @@ def _change(diff: float) -> str:
 
 def load_wait_history(scheduler: str | None, days: int, *, now: datetime | None = None,
                       cache_dir: str | os.PathLike[str] | None = None) -> pd.DataFrame:
-    """The compact history ``hpcjobs plan`` reads: ``sacct`` windows (cached) on Slurm, ``qstat -x`` on PBS Pro.
+    """The compact history ``hpcjobs plan`` reads (:func:`hpcjobs.plan.history.wait_history`): ``sacct``
+    windows (cached) on Slurm, ``qstat -x`` on PBS Pro.
 
     Raises:
         HpcJobsError: No live history for this scheduler, or the scheduler's command failed.
     """
-    from hpcjobs import process
-    from hpcjobs.plan import history as h
+    from hpcjobs.plan.history import wait_history
 
-    def run(*args: Any, **kwargs: Any) -> Any:
-        return process.run_command(*args, **kwargs)  # looked up at each call: the process seam
-
-    now_ = now or datetime.now(timezone.utc)
-    if scheduler == "slurm":
-        return h.load_history(days, h.sacct_fetch(run, now=now_, cache_dir=cache_dir), now=now_, cache_dir=cache_dir)
-    if scheduler == "pbspro":
-        from hpcjobs.plan.api import _pbs_history
-
-        pbs: pd.DataFrame = _pbs_history(days, now_)
-        return pbs
-    raise HpcJobsError(f"no live accounting history of queue waits for {scheduler or 'an unknown scheduler'}")
+    history = wait_history(scheduler, days, now=now or datetime.now(timezone.utc), cache_dir=cache_dir)
+    if history is None:
+        raise HpcJobsError(f"no live accounting history of queue waits for {scheduler or 'an unknown scheduler'}")
+    return history
 
 
 def advice_wait(advice: Advice, jobs: pd.DataFrame, *, days: int, min_jobs: int = MIN_SIMILAR_JOBS,

@@ -6,9 +6,11 @@
 
 * fits / why not: the checks that refuse a request before submission
   (:func:`hpcjobs.resolve.request_problems`, then :func:`hpcjobs.resolve.resolve`);
-* Slurm: the script rendered for that partition, given to ``sbatch --test-only --partition=P``
-  (:mod:`hpcjobs.plan.estimate`); a request Slurm refuses there does not fit;
-* PBS Pro / OpenPBS: the queue's state and its queued and running jobs (``qstat -Q -f -F json``);
+* where the backend estimates starts (``start_estimate``: Slurm), the script rendered for that
+  partition, given to its estimate (``sbatch --test-only --partition=P``,
+  :mod:`hpcjobs.schedulers.slurm.estimate`); a request the scheduler refuses there does not fit;
+* where it lists its queues (``queue_states``: PBS Pro / OpenPBS), the queue's state and its queued and
+  running jobs (``qstat -Q -f -F json``);
 * the queue wait of similar jobs on that partition (:mod:`hpcjobs.plan.history`: ``sacct`` on
   Slurm, ``qstat -x -f -F json`` on PBS);
 * the cost (:mod:`hpcjobs.plan.billing`).
@@ -25,8 +27,9 @@ from typing import Any
 
 from hpcjobs.errors import CommandError, ConfigError, ConfigProblem, HpcJobsError, SchedulerOutputError
 from hpcjobs.plan.billing import BillingWeightsError, parse_billing_weights, request_cost
-from hpcjobs.plan.estimate import WILL_RUN_ENV, parse_will_run, will_run_argv
 from hpcjobs.plan.rank import PlanRow, recommend
+from hpcjobs.schedulers.base import BaseBackend
+from hpcjobs.schedulers.registry import find_backend
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +37,6 @@ log = logging.getLogger(__name__)
 ESTIMATE_TIMEOUT_S = 60.0
 #: Days of history by default.
 DEFAULT_DAYS = 14
-PLANNABLE = ("slurm", "pbspro", "torque")
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,8 @@ def plan_experiment(path: str | Path, *, site: str | None = None, overrides: tup
 
     experiment, _doc = load_experiment(path, overrides)
     site_config, site_file = load_site_for(experiment, site, ask_scheduler=True)
-    if site_config.scheduler not in PLANNABLE or not site_config.partitions:
+    backend = find_backend(site_config.scheduler)
+    if backend is None or not backend.plans_partitions or not site_config.partitions:
         raise ConfigError(ConfigProblem(
             f"site {site_config.name!r} ({site_config.scheduler}) has no partitions or queues to choose from: "
             "hpcjobs plan compares the partitions of a Slurm, PBS Pro/OpenPBS or Torque site", key="site"))
@@ -122,16 +125,15 @@ def plan_experiment(path: str | Path, *, site: str | None = None, overrides: tup
     rows = [_row(experiment, site_config, site_file, pname, qos) for pname, qos in _candidates(experiment,
                                                                                                 site_config)]
     notes: list[str] = []
-    if site_config.scheduler == "slurm":
-        rows = _estimate_slurm(rows, experiment, site_config, site_file)
-    elif site_config.scheduler == "pbspro":
-        rows = _queue_states(rows, site_config, notes)
+    if backend.capabilities.start_estimate:
+        rows = _estimate_starts(rows, experiment, site_config, site_file, backend)
+    elif backend.capabilities.queue_states:
+        rows = _queue_states(rows, site_config, notes, backend)
     h_jobs, h_error = 0, None
     if history and days > 0 and any(row.fits for row in rows):
         rows, h_jobs, h_error = _with_history(rows, experiment, site_config, days, now_, cache_dir)
     best, reason = recommend(rows, now_)
-    source = (f"jobs started in the last {days} days (sacct)" if site_config.scheduler == "slurm" else
-              f"jobs the server still holds (qstat -x), at most {days} days old")
+    source = backend.wait_history_words.format(days=days)
     return Plan(experiment.name, site_config.name, site_config.scheduler, request, tuple(rows), best, reason, now_,
                 days if history else 0, h_jobs, h_error, tuple(notes), source)
 
@@ -219,19 +221,18 @@ def _row(exp: Any, site: Any, site_file: str, pname: str, qos: str | None) -> Pl
                    notes=notes)
 
 
-def _client(scheduler: str, env: dict[str, str] | None = None) -> Any:
+def _client(backend: BaseBackend, env: dict[str, str] | None = None) -> Any:
     from hpcjobs.schedulers.client import SchedulerClient
-    from hpcjobs.schedulers.registry import get_backend
 
-    return SchedulerClient(get_backend(scheduler), env=env)
+    return SchedulerClient(backend, env=env)
 
 
-def _estimate_slurm(rows: list[PlanRow], exp: Any, site: Any, site_file: str) -> list[PlanRow]:
-    """Each fitting row with ``sbatch --test-only`` of the script rendered for it."""
+def _estimate_starts(rows: list[PlanRow], exp: Any, site: Any, site_file: str, backend: BaseBackend) -> list[PlanRow]:
+    """Each fitting row with the scheduler's start estimate of the script rendered for it (``sbatch --test-only``)."""
     from hpcjobs.render.script import render_job
     from hpcjobs.resolve import resolve
 
-    client = _client("slurm", WILL_RUN_ENV)
+    client = _client(backend, dict(backend.start_estimate_env))
     out = []
     with tempfile.TemporaryDirectory(prefix="hpcjobs-plan-") as tmp:
         for i, row in enumerate(rows):
@@ -242,27 +243,25 @@ def _estimate_slurm(rows: list[PlanRow], exp: Any, site: Any, site_file: str) ->
                           site_file=site_file)
             script = Path(tmp) / f"{i}.sh"
             script.write_text(render_job(job, template=exp.template).text, encoding="utf-8")
-            argv = will_run_argv(script, job.scheduler_partition or row.partition, row.qos)
+            argv = backend.start_estimate_argv(script, job.scheduler_partition or row.partition, row.qos)
             try:
                 result = client.run(argv, timeout=ESTIMATE_TIMEOUT_S, check=False, cwd=tmp)
             except CommandError as exc:  # not started, or timed out
                 out.append(replace(row, estimate_error=f"{exc}"))
                 continue
-            est = parse_will_run(result.stderr, result.returncode)
-            if est.start is None and result.returncode != 0 and "allocation failure" in result.stderr:
-                out.append(replace(row, fits=False, why_not=(f"Slurm: {est.error}",), estimate_error=est.error))
+            est = backend.parse_start_estimate(result.stderr, result.returncode)
+            if est.refusal is not None:
+                out.append(replace(row, fits=False, why_not=(est.refusal,), estimate_error=est.error))
             else:
                 out.append(replace(row, start=est.start, start_nodes=est.nodes, estimate_error=est.error))
     return out
 
 
-def _queue_states(rows: list[PlanRow], site: Any, notes: list[str]) -> list[PlanRow]:
-    """PBS Pro: each row with its queue's state; a disabled or stopped queue does not fit."""
-    from hpcjobs.schedulers.pbs.queues import QUEUE_STATE_ARGV, parse_queue_states
-
+def _queue_states(rows: list[PlanRow], site: Any, notes: list[str], backend: BaseBackend) -> list[PlanRow]:
+    """Each row with its queue's state (PBS Pro ``qstat -Q``); a disabled or stopped queue does not fit."""
     try:
-        result = _client("pbspro").run(list(QUEUE_STATE_ARGV), timeout=ESTIMATE_TIMEOUT_S)
-        states = parse_queue_states(result.stdout)
+        result = _client(backend).run(backend.queue_state_argv(), timeout=ESTIMATE_TIMEOUT_S)
+        states = backend.parse_queue_states(result.stdout)
     except (CommandError, SchedulerOutputError) as exc:
         notes.append(f"queue state unknown: {exc}")
         return rows
@@ -286,15 +285,12 @@ def _with_history(rows: list[PlanRow], exp: Any, site: Any, days: int, now: date
     from hpcjobs.plan import history as h
 
     try:
-        if site.scheduler == "slurm":
-            hist = h.load_history(days, h.sacct_fetch(now=now, cache_dir=cache_dir), now=now, cache_dir=cache_dir)
-        elif site.scheduler == "pbspro":
-            hist = _pbs_history(days, now)
-        else:
-            return rows, 0, f"no live accounting history for {site.scheduler}"
+        hist = h.wait_history(site.scheduler, days, now=now, cache_dir=cache_dir)
     except HpcJobsError as exc:
         log.info("history of queue waits not read: %s", exc)
         return rows, 0, str(exc).splitlines()[0]
+    if hist is None:
+        return rows, 0, f"no live accounting history for {site.scheduler}"
     r = exp.resources
     names = {row.partition: site.partitions[row.partition].scheduler_name or row.partition for row in rows}
     stats = h.wait_by_partition(hist, gpus=r.nodes * r.gpus_per_node, nodes=r.nodes,
@@ -304,14 +300,3 @@ def _with_history(rows: list[PlanRow], exp: Any, site: Any, days: int, now: date
         s = stats.get(names[row.partition])
         out.append(replace(row, wait_jobs=s.jobs, wait_p50_s=s.p50_s, wait_p90_s=s.p90_s) if s else row)
     return out, len(hist), None
-
-
-def _pbs_history(days: int, now: datetime) -> Any:
-    """PBS: the finished and running jobs the server still holds (``qstat -x -f -F json``), last ``days`` days."""
-    from datetime import timedelta
-
-    from hpcjobs.accounting.sources.pbs import read_qstat_json
-    from hpcjobs.plan.history import compact_history
-
-    result = _client("pbspro").run(["qstat", "-x", "-f", "-F", "json"], timeout=ESTIMATE_TIMEOUT_S)
-    return compact_history(read_qstat_json(result.stdout), now - timedelta(days=days), None)

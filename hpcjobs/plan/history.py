@@ -1,11 +1,13 @@
 """Queue wait of similar jobs from accounting history, read from cached windows.
 
-The history is the job rows (``sacct -X --allusers``) of the last N days, fetched one UTC day at a
-time through :func:`hpcjobs.accounting.sources.slurm.query_sacct` (whose finished windows are cached
-as parquet files, as ``hpcjobs report`` caches them). Of each finished day only the five columns
-the wait needs are kept, in a small parquet file of their own (``<cache dir>/plan-wait/``), so a
-second ``hpcjobs plan`` reads a few columns per day instead of whole accounting windows; the
-current day is asked again every time.
+:func:`wait_history` reads it from where the scheduler's backend says
+(:attr:`~hpcjobs.schedulers.base.BaseBackend.wait_history_source`): on PBS Pro the jobs the server
+still holds (``qstat -x -f -F json``); on Slurm the job rows (``sacct -X --allusers``) of the last N
+days, fetched one UTC day at a time through :func:`hpcjobs.accounting.sources.slurm.query_sacct`
+(whose finished windows are cached as parquet files, as ``hpcjobs report`` caches them). Of each
+finished day only the five columns the wait needs are kept, in a small parquet file of their own
+(``<cache dir>/plan-wait/``), so a second ``hpcjobs plan`` reads a few columns per day instead of whole
+accounting windows; the current day is asked again every time.
 
 A job counts in the day it started (so a job that ran across midnight is counted once), and is
 *similar* to the request when it ran on the same partition with the same number of GPUs (in all)
@@ -26,6 +28,8 @@ import numpy as np
 import pandas as pd
 
 from hpcjobs.accounting.cache import WindowCache, default_cache_dir, window_key
+from hpcjobs.schedulers.base import BaseBackend
+from hpcjobs.schedulers.registry import find_backend
 
 #: The columns of the compact history, with their dtypes.
 WAIT_COLUMNS: dict[str, Any] = {"partition": "category", "gpus": "int32", "nodes": "int32",
@@ -158,6 +162,58 @@ def load_history(days: int, fetch: Fetch, *, now: datetime | None = None,
     out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     out["partition"] = out["partition"].astype("category")
     return out
+
+
+#: Seconds the command of a saved-format history (``qstat -x -f -F json``) may take.
+HISTORY_TIMEOUT_S = 60.0
+
+
+def _sacct_history(backend: BaseBackend, days: int, now: datetime,
+                   cache_dir: str | os.PathLike[str] | None) -> pd.DataFrame:
+    """Slurm: ``sacct`` windows of the last ``days`` days, finished days from the compact cache."""
+    return load_history(days, sacct_fetch(now=now, cache_dir=cache_dir), now=now, cache_dir=cache_dir)
+
+
+def _qstat_json(text: str) -> pd.DataFrame:
+    from hpcjobs.accounting.sources.pbs import read_qstat_json
+
+    return read_qstat_json(text)
+
+
+#: The histories read another way than a saved format's text: by :attr:`BaseBackend.wait_history_source`.
+_HISTORIES: dict[str, Callable[[BaseBackend, int, datetime, str | os.PathLike[str] | None], pd.DataFrame]] = {
+    "sacct": _sacct_history}
+#: The saved formats a history command's output is read in, by :attr:`BaseBackend.wait_history_source`.
+_TEXT_READERS: dict[str, Callable[[str], pd.DataFrame]] = {"qstat-json": _qstat_json}
+
+
+def wait_history(scheduler: str | None, days: int, *, now: datetime | None = None,
+                 cache_dir: str | os.PathLike[str] | None = None) -> pd.DataFrame | None:
+    """The :func:`compact_history` of ``scheduler``'s jobs of the last ``days`` days, from its backend's
+    :attr:`~hpcjobs.schedulers.base.BaseBackend.wait_history_source`: ``sacct`` windows (cached) on Slurm,
+    the jobs the server still holds (``qstat -x -f -F json``) on PBS Pro.
+
+    Returns:
+        The history, or ``None`` where the scheduler keeps no live history (or is unknown).
+
+    Raises:
+        HpcJobsError: The scheduler's command failed, or its output could not be read.
+    """
+    backend = find_backend(scheduler)
+    source = backend.wait_history_source if backend is not None else None
+    if backend is None or source is None:
+        return None
+    now_ = now or datetime.now(timezone.utc)
+    history = _HISTORIES.get(source)
+    if history is not None:
+        return history(backend, days, now_, cache_dir)
+    reader = _TEXT_READERS.get(source)
+    if reader is None:
+        return None
+    from hpcjobs.schedulers.client import SchedulerClient
+
+    result = SchedulerClient(backend).run(backend.wait_history_argv(), timeout=HISTORY_TIMEOUT_S)
+    return compact_history(reader(result.stdout), now_ - timedelta(days=days), None)
 
 
 def _load(store: WindowCache, key: str) -> pd.DataFrame | None:

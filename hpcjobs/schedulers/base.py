@@ -13,11 +13,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from hpcjobs.ids import check_values, is_safe_value
+from hpcjobs.units import format_memory_slurm
 
 if TYPE_CHECKING:
+    from hpcjobs.schedulers.estimates import QueueState, StartEstimate
     from hpcjobs.schedulers.status_table import StatusTable
 
 
@@ -214,6 +217,10 @@ class Capabilities:
         failed_upstream: What becomes of a job whose ``afterok`` upstream failed: ``"blocked"``, it
             waits forever with a pending reason (Slurm's ``DependencyNeverSatisfied``) and hpcjobs
             cancels it; ``"deleted"``, the server deletes it (PBS); ``"none"``, no dependencies.
+        start_estimate: The scheduler estimates when a request would start on a partition without
+            submitting it (``start_estimate_argv``, ``parse_start_estimate``: Slurm's ``sbatch --test-only``).
+        queue_states: The scheduler lists its queues' states and job counts (``queue_state_argv``,
+            ``parse_queue_states``: PBS Pro's ``qstat -Q -f -F json``).
     """
 
     packing: bool = False
@@ -235,6 +242,9 @@ class Capabilities:
     job_ids_as_text: bool = True
     command_paths: bool = False
     failed_upstream: str = "none"
+    # --- plan capabilities ---
+    start_estimate: bool = False
+    queue_states: bool = False
 
     def __post_init__(self) -> None:
         if self.failed_upstream not in ("none", "blocked", "deleted"):
@@ -260,6 +270,9 @@ CAPABILITY_HOOKS: dict[str, tuple[str, ...]] = {
     "submit_names_job": ("parse_submit_for",),
     "job_ids_as_text": ("same_job", "job_key"),
     "command_paths": ("command_path",),
+    # --- plan capabilities ---
+    "start_estimate": ("start_estimate_argv", "parse_start_estimate"),
+    "queue_states": ("queue_state_argv", "parse_queue_states"),
 }
 
 
@@ -451,6 +464,65 @@ class BaseBackend(JobIdGrammar):
     def logs_argv(self, job_id: str) -> list[str]:
         """The command that prints a job's output (``logs_command``)."""
         raise UnsupportedCommand(f"{self.name}: logs_argv")
+
+    # --- accounting and plan hooks ---
+
+    #: Where ``hpcjobs report`` asks this scheduler's accounting history live, named as
+    #: :data:`hpcjobs.accounting.report_source.LIVE_SOURCES` names its readers (``sacct``, ``kubectl``,
+    #: ``docker``); ``None``: only saved files are read (:attr:`saved_accounting_hint` says which).
+    live_accounting_source: str | None = None
+    #: What to save and pass with ``--from-file`` where there is no live accounting source (for the refusal).
+    saved_accounting_hint: str = "save its accounting records"
+    #: The negative exit statuses this scheduler's execution daemon records, code to meaning (PBS Pro's and
+    #: Torque's JOB_EXEC_* codes); on such a scheduler an exit status above 256 is 256 + the signal that killed
+    #: the job's top shell. ``None``: exit statuses are the script's own.
+    job_exec_codes: Mapping[int, str] | None = None
+    #: ``hpcjobs plan`` compares this scheduler's partitions or queues (``--partition auto`` chooses among them).
+    plans_partitions: bool = False
+    #: Where ``hpcjobs plan`` and ``advise`` read the queue waits of past jobs: ``sacct`` (Slurm's accounting,
+    #: cached by day), or a saved format of :mod:`hpcjobs.accounting.report_source` (``qstat-json``) that
+    #: :meth:`wait_history_argv` prints; ``None``: this scheduler has no live history of queue waits.
+    wait_history_source: str | None = None
+    #: That history in words, for the plan (``{days}``: the days asked for).
+    wait_history_words: str = "jobs of the last {days} days"
+    #: What a partition's billing-hours are when the site file gives it no billing weights (the plan's footnote).
+    billing_without_weights: str = "CPU-hours (no billing weights)"
+    #: Environment of the :meth:`start_estimate_argv` command (``start_estimate``).
+    start_estimate_env: Mapping[str, str] = MappingProxyType({})
+
+    def saved_format(self, detected: str) -> str:
+        """The format a saved file of this scheduler is in, given the one detection named.
+
+        Detection cannot tell every dialect apart: a Torque accounting log reads like a PBS Pro one
+        when it has none of PBS Pro's markers, and ``qstat -f`` text looks the same on both. A backend
+        whose files are in another dialect names it (``torque-accounting``, ``torque-qstat-text``);
+        a folder of accounting logs is detected as ``pbs-accounting``. Default: ``detected`` itself.
+        """
+        return detected
+
+    def format_memory(self, nbytes: int) -> str:
+        """Memory as this scheduler's requests take it (default Slurm's ``8G``; PBS ``8gb``)."""
+        return format_memory_slurm(nbytes)
+
+    def wait_history_argv(self) -> list[str]:
+        """The command that prints the queue-wait history of :attr:`wait_history_source` (a saved format)."""
+        raise UnsupportedCommand(f"{self.name}: wait_history_argv")
+
+    def start_estimate_argv(self, script: Path, partition: str, qos: str | None) -> list[str]:
+        """The command that estimates when ``script`` would start on ``partition`` (``start_estimate``)."""
+        raise UnsupportedCommand(f"{self.name}: start_estimate_argv")
+
+    def parse_start_estimate(self, stderr: str, returncode: int) -> StartEstimate:
+        """What :meth:`start_estimate_argv` answered, from its stderr and exit status (``start_estimate``)."""
+        raise UnsupportedCommand(f"{self.name}: parse_start_estimate")
+
+    def queue_state_argv(self) -> list[str]:
+        """The command that lists the queues with their state (``queue_states``)."""
+        raise UnsupportedCommand(f"{self.name}: queue_state_argv")
+
+    def parse_queue_states(self, stdout: str) -> dict[str, QueueState]:
+        """Every queue in :meth:`queue_state_argv`'s output, by name (``queue_states``)."""
+        raise UnsupportedCommand(f"{self.name}: parse_queue_states")
 
 
 def job_key_of(backend: BaseBackend) -> Callable[[str], str] | None:

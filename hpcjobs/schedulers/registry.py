@@ -134,3 +134,17 @@ def job_env_of(scheduler: str) -> JobEnv:
     if scheduler == "local":
         return LOCAL_JOB_ENV
     return get_backend(scheduler).job_env
+
+
+def find_backend(name: str | None) -> BaseBackend | None:
+    """The backend named ``name``, or ``None`` where no backend has that name (``None`` included).
+
+    For data that names its scheduler (an accounting row, a sweep's ledger) and code that keeps the
+    default behaviour for a name it does not know, instead of failing as :func:`get_backend` does.
+    """
+    if not name:
+        return None
+    try:
+        return get_backend(name)
+    except ConfigError:
+        return None

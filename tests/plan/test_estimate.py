@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcjobs.plan.estimate import parse_will_run, will_run_argv
+from hpcjobs.schedulers.slurm.estimate import parse_will_run, will_run_argv
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "plan"
 

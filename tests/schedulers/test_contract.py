@@ -74,7 +74,8 @@ def _call(backend: BaseBackend, hook: str) -> object:
     args = {"tag_query_argvs": ("exp", "alice"), "user_limits_argv": ("alice",), "queued_argv": ("alice",),
             "logs_argv": ("123",), "same_job": ("1", "1"), "job_key": ("1",), "command_path": ("qsub", {}),
             "needs_server_version": (Path("x.sh"),), "parse_user_limits": ("",),
-            "submit_argv_in": (Path("x.sh"), SubmitOptions(), Path(".")), "parse_submit_for": (["x"], "1\n")}
+            "submit_argv_in": (Path("x.sh"), SubmitOptions(), Path(".")), "parse_submit_for": (["x"], "1\n"),
+            "start_estimate_argv": (Path("x.sh"), "p", None), "parse_start_estimate": ("", 1), "queue_state_argv": ()}
     fn = getattr(backend, hook)
     if hook in args:
         return fn(*args[hook])
@@ -86,7 +87,7 @@ def _call(backend: BaseBackend, hook: str) -> object:
 def test_declared_argv_hooks_build_commands(backend: BaseBackend) -> None:
     caps = backend.capabilities
     for flag in ("status_fallback", "cluster_limits", "user_limits", "qos_limits", "queued_count", "logs_command",
-                 "server_version"):
+                 "server_version", "start_estimate", "queue_states"):
         if getattr(caps, flag):
             for hook in CAPABILITY_HOOKS[flag]:
                 if hook.endswith("_argv"):

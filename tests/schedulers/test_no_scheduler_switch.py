@@ -19,12 +19,7 @@ NAMES = frozenset({"slurm", "pbspro", "torque", "pbs", "swarm", "kubernetes", "l
 
 #: Module -> scheduler-name switches it still has (the site schema's ``Literal`` is not counted).
 REMAINING: dict[str, int] = {
-    "hpcjobs/accounting/report_source.py": 7,
-    "hpcjobs/accounting/reports/advise.py": 1,
-    "hpcjobs/accounting/reports/tables.py": 2,
-    "hpcjobs/analysis.py": 2,
     "hpcjobs/cli.py": 2,
-    "hpcjobs/commands/plan.py": 2,
     "hpcjobs/commands/sweep.py": 2,
     "hpcjobs/config/discover.py": 6,
     "hpcjobs/config/policy.py": 1,
@@ -32,8 +27,6 @@ REMAINING: dict[str, int] = {
     "hpcjobs/config/site_diff.py": 1,
     "hpcjobs/config/sites.py": 1,
     "hpcjobs/launch/settings.py": 2,
-    "hpcjobs/plan/advice_wait.py": 2,
-    "hpcjobs/plan/api.py": 5,
     "hpcjobs/render/directives.py": 1,
     "hpcjobs/render/script.py": 2,
     "hpcjobs/resolve.py": 4,

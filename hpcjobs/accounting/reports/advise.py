@@ -32,7 +32,7 @@ import pandas as pd
 
 from hpcjobs.accounting.reports.rows import _job_rows, _seconds
 from hpcjobs.states import COMPLETED, OUT_OF_MEMORY, TERMINAL_STATES, TIMEOUT
-from hpcjobs.units import format_memory_human, format_memory_pbs, format_memory_slurm, format_walltime_slurm
+from hpcjobs.units import format_memory_human, format_memory_slurm, format_walltime_slurm
 
 if TYPE_CHECKING:
     from hpcjobs.config.site import SiteConfig
@@ -130,8 +130,12 @@ def round_walltime(seconds: float) -> int:
 
 
 def format_memory(nbytes: int, scheduler: str | None) -> str:
-    """Memory as the scheduler takes it: ``8G`` (Slurm), ``8gb`` (PBS, Torque)."""
-    return format_memory_pbs(nbytes) if scheduler in ("pbspro", "torque") else format_memory_slurm(nbytes)
+    """Memory as the scheduler takes it (its backend's ``format_memory``): ``8G`` (Slurm, the default), ``8gb`` (PBS,
+    Torque)."""
+    from hpcjobs.schedulers.registry import find_backend
+
+    backend = find_backend(scheduler)
+    return backend.format_memory(nbytes) if backend is not None else format_memory_slurm(nbytes)
 
 
 def format_walltime(seconds: int) -> str:

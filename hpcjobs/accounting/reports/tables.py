@@ -33,6 +33,7 @@ import pandas as pd
 
 from hpcjobs.accounting.reports.rows import _HOUR, _job_rows, _negative, _ratio, _seconds
 from hpcjobs.accounting.reports.wait import _WAIT_INPUT, _queue_wait_report
+from hpcjobs.schedulers.registry import find_backend
 from hpcjobs.states import FAILURE_STATES
 
 #: Efficiency columns for which *low* is bad (worst offenders sort them ascending).
@@ -245,23 +246,11 @@ _STATE_MEANING = {
 }
 
 
-#: Negative PBS Pro / OpenPBS ``Exit_status`` (JOB_EXEC_* in OpenPBS ``src/include/job.h``).
-_PBS_EXEC = {
-    -1: "could not start", -2: "could not start", -3: "start failed, will retry", -4: "aborted on MOM start",
-    -10: "invalid uid/gid", -11: "rerun", -12: "checkpointed and killed", -20: "mother superior lost",
-    -22: "hook error", -24: "ncpus exceeded", -25: "ncpus exceeded", -26: "vmem exceeded", -27: "mem exceeded",
-    -28: "cput exceeded", -29: "walltime exceeded",
-}
-#: Negative Torque ``exit_status`` (JOB_EXEC_* in Torque ``src/include/pbs_job.h``).
-_TORQUE_EXEC = {
-    -1: "could not start", -2: "could not start", -3: "start failed, will retry", -4: "aborted on MOM start",
-    -8: "command could not be run", -9: "cannot create stdout/stderr", -10: "memory limit exceeded",
-    -11: "walltime exceeded", -12: "cput exceeded", -13: "cgroup setup failed, will retry",
-}
-
-
 def exit_meaning(scheduler: str, code: Any, sig: Any, state: str | None = None) -> str:
     """A short human explanation of an exit code/signal pair (OpenPBS ``job.h``, Torque ``pbs_job.h``).
+
+    Negative codes are looked up in the scheduler's
+    :attr:`~hpcjobs.schedulers.base.BaseBackend.job_exec_codes` (PBS Pro's and Torque's JOB_EXEC_* codes).
 
     Args:
         scheduler: ``slurm``, ``pbspro`` or ``torque``.
@@ -291,8 +280,9 @@ def exit_meaning(scheduler: str, code: Any, sig: Any, state: str | None = None) 
             return _STATE_MEANING[state]
         return "unknown" if pd.isna(code) else "success"
     c = int(code)
-    if scheduler in ("pbspro", "torque"):
-        table = _TORQUE_EXEC if scheduler == "torque" else _PBS_EXEC
+    backend = find_backend(scheduler)
+    table = backend.job_exec_codes if backend is not None else None
+    if table is not None:
         if c < 0:
             return f"{scheduler}: {table.get(c, 'JOB_EXEC error')} ({c})"
         if c > 256:

@@ -263,6 +263,8 @@ class KubernetesBackend(BaseBackend):
     job_id_what = "Kubernetes job id"
     job_id_pattern = JOB_ID_RE
     job_id_grammar = "<namespace>/<chunk>, each a DNS-1123 label (a-z, 0-9 and -, at most 63)"
+    # --- accounting and plan hooks ---
+    live_accounting_source = "kubectl"
 
     def submit_argv(self, script: Path, options: SubmitOptions) -> list[str]:
         """:meth:`submit_argv_in` the current directory."""

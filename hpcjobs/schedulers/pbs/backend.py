@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from hpcjobs.schedulers.base import ArraySpec, BaseBackend, Capabilities, ClusterLimits, JobStatus, SubmitOptions
+from hpcjobs.schedulers.estimates import QueueState
 from hpcjobs.schedulers.locate import locate_pbs_command
 from hpcjobs.schedulers.pbs import formats as fmt
+from hpcjobs.schedulers.pbs import queues
 from hpcjobs.schedulers.pbs import torque as tfmt
-from hpcjobs.units import is_ascii_digits
+from hpcjobs.schedulers.pbs.exit_codes import PBS_EXEC_CODES, TORQUE_EXEC_CODES
+from hpcjobs.units import format_memory_pbs, is_ascii_digits
 
 #: A PBS (and Torque) job id: the sequence number, an array (``123[]``), subjob (``123[4]``) or subjob
 #: range (``123[1-5]``, ``123[1-9:2]``), then the server's name when given (``123.server``, ``123[].srv.org``).
@@ -54,7 +58,8 @@ class PbsProBackend(BaseBackend):
 
     name = "pbspro"
     capabilities = Capabilities(packing=True, dependencies=True, status_fallback=True, cluster_limits=True,
-                                job_ids_as_text=False, command_paths=True, failed_upstream="deleted")
+                                job_ids_as_text=False, command_paths=True, failed_upstream="deleted",
+                                queue_states=True)
     directive_prefix = "#PBS"
     array_index_var = "PBS_ARRAY_INDEX"
     job_id_var = "PBS_JOBID"
@@ -191,13 +196,56 @@ class PbsProBackend(BaseBackend):
             return None
         return next(iter(servers), None)
 
+    # --- accounting and plan hooks ---
+
+    saved_accounting_hint = "save the accounting log or `qstat -x -f -F json` output"
+    job_exec_codes = PBS_EXEC_CODES
+    plans_partitions = True
+    wait_history_source: str | None = "qstat-json"
+    wait_history_words = "jobs the server still holds (qstat -x), at most {days} days old"
+
+    def saved_format(self, detected: str) -> str:
+        """A PBS Pro accounting log without PBS Pro's own markers is still PBS Pro's."""
+        return "pbs-accounting" if detected == "torque-accounting" else detected
+
+    def format_memory(self, nbytes: int) -> str:
+        """``8gb``: PBS's own units."""
+        return format_memory_pbs(nbytes)
+
+    def wait_history_argv(self) -> list[str]:
+        """Every job the server still holds, finished ones included (``qstat -x -f -F json``)."""
+        return ["qstat", "-x", "-f", "-F", "json"]
+
+    def queue_state_argv(self) -> list[str]:
+        """``qstat -Q -f -F json``: every queue with its attributes."""
+        return list(queues.QUEUE_STATE_ARGV)
+
+    def parse_queue_states(self, stdout: str) -> dict[str, QueueState]:
+        """Every queue of ``qstat -Q -f -F json`` output, by name."""
+        return queues.parse_queue_states(stdout)
+
 
 class TorqueBackend(PbsProBackend):
     """Torque commands: ``-t`` arrays, ``qstat -f -x`` XML, ``PBS_ARRAYID``."""
 
     name = "torque"
+    #: queue_states: Torque's qstat prints no JSON (``qstat -Q -f -F json`` is PBS Pro's).
+    capabilities = replace(PbsProBackend.capabilities, queue_states=False)
     array_index_var = "PBS_ARRAYID"
     job_id_what = "Torque job id"
+    queue_state_argv = BaseBackend.queue_state_argv
+    parse_queue_states = BaseBackend.parse_queue_states
+
+    # --- accounting and plan hooks ---
+
+    saved_accounting_hint = "save the accounting log or `qstat -f -x` XML output"
+    job_exec_codes = TORQUE_EXEC_CODES
+    wait_history_source = None
+    wait_history_argv = BaseBackend.wait_history_argv
+
+    def saved_format(self, detected: str) -> str:
+        """Torque's dialects of what detection names PBS Pro's: its accounting log and ``qstat -f`` text."""
+        return {"pbs-accounting": "torque-accounting", "qstat-text": "torque-qstat-text"}.get(detected, detected)
 
     def _array_flag(self, array: ArraySpec) -> list[str]:
         return ["-t", torque_array_argument(array)]

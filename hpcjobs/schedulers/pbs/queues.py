@@ -11,45 +11,15 @@ Reference Guide "Queue Attributes"): ``enabled`` and ``started`` as ``"True"``/`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from hpcjobs.errors import SchedulerOutputError
+from hpcjobs.schedulers.estimates import QueueState
 from hpcjobs.schedulers.pbs.formats import parse_qstat_json
 from hpcjobs.units import is_ascii_digits
 
 #: The command that lists the queues with their state.
 QUEUE_STATE_ARGV: tuple[str, ...] = ("qstat", "-Q", "-f", "-F", "json")
-
-
-@dataclass(frozen=True)
-class QueueState:
-    """One PBS queue as ``qstat -Q -f`` shows it.
-
-    Attributes:
-        name: The queue.
-        queue_type: ``Execution`` or ``Route``.
-        enabled: Accepts new jobs.
-        started: Runs its jobs.
-        queued: Jobs queued (state Q).
-        running: Jobs running (state R).
-        held: Jobs held (state H).
-        total: All its jobs.
-    """
-
-    name: str
-    queue_type: str
-    enabled: bool
-    started: bool
-    queued: int
-    running: int
-    held: int
-    total: int
-
-    @property
-    def state(self) -> str:
-        """``enabled, started``, or what it is not."""
-        return f"{'enabled' if self.enabled else 'disabled'}, {'started' if self.started else 'stopped'}"
 
 
 def parse_state_count(text: str) -> dict[str, int]:

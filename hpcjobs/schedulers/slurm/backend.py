@@ -9,8 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 
 from hpcjobs.schedulers.base import ArraySpec, BaseBackend, Capabilities, ClusterLimits, JobStatus, SubmitOptions
+from hpcjobs.schedulers.estimates import StartEstimate
+from hpcjobs.schedulers.slurm import estimate
 from hpcjobs.schedulers.slurm import formats as fmt
 from hpcjobs.schedulers.status_table import StatusTable
 
@@ -55,7 +58,7 @@ class SlurmBackend(BaseBackend):
     #: fallback_for_missing: ids the status call does not know may be too new for accounting: squeue answers.
     capabilities = Capabilities(packing=True, dependencies=True, columnar_status=True, status_fallback=True,
                                 fallback_for_missing=True, cluster_limits=True, user_limits=True, qos_limits=True,
-                                queued_count=True, failed_upstream="blocked")
+                                queued_count=True, failed_upstream="blocked", start_estimate=True)
     directive_prefix = "#SBATCH"
     array_index_var = "SLURM_ARRAY_TASK_ID"
     job_id_var = "SLURM_JOB_ID"
@@ -223,3 +226,20 @@ class SlurmBackend(BaseBackend):
     def parse_queued(self, stdout: str) -> int:
         """How many jobs/tasks :meth:`queued_argv` listed."""
         return sum(1 for line in stdout.splitlines() if line.strip())
+
+    # --- accounting and plan hooks ---
+
+    live_accounting_source = "sacct"
+    plans_partitions = True
+    wait_history_source = "sacct"
+    wait_history_words = "jobs started in the last {days} days (sacct)"
+    billing_without_weights = "the partition has no TRESBillingWeights in the site file: billed as its CPUs"
+    start_estimate_env = MappingProxyType(estimate.WILL_RUN_ENV)
+
+    def start_estimate_argv(self, script: Path, partition: str, qos: str | None) -> list[str]:
+        """``sbatch --test-only --partition=P [--qos=Q] SCRIPT`` (:func:`.estimate.will_run_argv`)."""
+        return estimate.will_run_argv(script, partition, qos)
+
+    def parse_start_estimate(self, stderr: str, returncode: int) -> StartEstimate:
+        """Slurm's answer on stderr (:func:`.estimate.parse_will_run`)."""
+        return estimate.parse_will_run(stderr, returncode)

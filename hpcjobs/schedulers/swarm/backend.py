@@ -202,6 +202,8 @@ class SwarmBackend(BaseBackend):
     job_id_what = "Docker Swarm service name"
     job_id_pattern = JOB_ID_RE
     job_id_grammar = "a docker object name: a letter or digit, then letters, digits, _ . - (at most 63)"
+    # --- accounting and plan hooks ---
+    live_accounting_source = "docker"
 
     def check_object_ids(self, object_ids: Sequence[object], *, source: str | None = None) -> list[str]:
         """``object_ids`` (service names, task or container ids from docker's answers) checked for an argv.

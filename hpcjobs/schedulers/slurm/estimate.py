@@ -7,16 +7,17 @@ by ``src/sbatch/sbatch.c`` (SchedMD/slurm) as ``Job %u to start at %s using %u p
 %s in partition %s``, prefixed with ``sbatch: ``; a request that cannot run prints
 ``allocation failure: <reason>`` and exits 1. Real answers of Slurm 22.05 are in ``tests/data/plan/``.
 
-Pure functions: no subprocess here (:mod:`hpcjobs.plan.api` runs the command through
-:func:`hpcjobs.process.run_command`).
+Pure functions: no subprocess here (:class:`~hpcjobs.schedulers.slurm.backend.SlurmBackend` hands them to
+:mod:`hpcjobs.plan.api`, which runs the command through :func:`hpcjobs.process.run_command`).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+
+from hpcjobs.schedulers.estimates import StartEstimate
 
 #: Environment for the call: times in UTC, ISO 8601 (``SLURM_TIME_FORMAT=standard``, slurm.conf(5)).
 WILL_RUN_ENV: dict[str, str] = {"TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}
@@ -26,25 +27,6 @@ _START = re.compile(
     r" using (?P<cpus>\d+) processors on nodes? (?P<nodes>\S*)(?: in partition (?P<partition>\S+))?")
 _FAILURE = re.compile(r"^allocation failure: (?P<reason>.+)$", re.M)
 _ERROR = re.compile(r"^sbatch: error: (?P<reason>.+)$", re.M)
-
-
-@dataclass(frozen=True)
-class StartEstimate:
-    """What ``sbatch --test-only`` answered.
-
-    Attributes:
-        start: When Slurm expects the job to start (UTC); ``None`` when it gave no estimate.
-        processors: CPUs it would allocate.
-        nodes: The nodes it would use (Slurm's host list, e.g. ``n[1-4]``).
-        partition: The partition it chose.
-        error: Why there is no estimate (Slurm's own words), ``None`` when there is one.
-    """
-
-    start: datetime | None
-    processors: int | None = None
-    nodes: str | None = None
-    partition: str | None = None
-    error: str | None = None
 
 
 def will_run_argv(script: str | Path, partition: str, qos: str | None = None) -> list[str]:
@@ -66,7 +48,8 @@ def parse_will_run(stderr: str, returncode: int = 0) -> StartEstimate:
 
     Returns:
         The estimate, or one whose ``error`` says why there is none (``allocation failure: ...``,
-        ``sbatch: error: ...``, or the unrecognised text itself).
+        ``sbatch: error: ...``, or the unrecognised text itself); ``refusal`` is set when Slurm
+        answered ``allocation failure`` and exit 1 (the partition can never run the request).
     """
     m = _START.search(stderr)
     if m and returncode == 0:
@@ -75,6 +58,10 @@ def parse_will_run(stderr: str, returncode: int = 0) -> StartEstimate:
     reasons = [r["reason"].strip() for r in _FAILURE.finditer(stderr)]
     reasons += [r["reason"].strip() for r in _ERROR.finditer(stderr) if r["reason"].strip() not in reasons]
     if reasons:
-        return StartEstimate(None, error="; ".join(reasons))
-    text = " ".join(stderr.split())[:300]
-    return StartEstimate(None, error=f"no estimate (exit {returncode}): {text or 'nothing on stderr'}")
+        error = "; ".join(reasons)
+    else:
+        text = " ".join(stderr.split())[:300]
+        error = f"no estimate (exit {returncode}): {text or 'nothing on stderr'}"
+    # exit 1 with ``allocation failure``: the request can never run on that partition
+    refused = returncode != 0 and "allocation failure" in stderr
+    return StartEstimate(None, error=error, refusal=f"Slurm: {error}" if refused else None)
