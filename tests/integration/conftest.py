@@ -23,11 +23,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pytest
+from real_testbed import Testbed, client
 
 from hpcjobs.errors import HpcJobsError
-from hpcjobs.process import CommandResult, run_command
-
-START_HINT = "no Slurm testbed: run `sudo bash tests/slurm/testbed.sh start`"
+from hpcjobs.process import CommandResult
 
 #: Long enough for a ``--time=0:01`` job to reach TIMEOUT (60-90 s) plus accounting lag.
 DEFAULT_WAIT_S = 180.0
@@ -86,7 +85,7 @@ def slurm(argv: Sequence[str], *, timeout: float = 30.0, check: bool = True) -> 
         CommandError: The command failed (with ``check``) or could not be started.
         CommandTimeout: The command ran past ``timeout``.
     """
-    return run_command(list(argv), timeout=timeout, check=check)
+    return client(argv, timeout=timeout, check=check)
 
 
 def testbed_problem() -> str | None:
@@ -107,6 +106,11 @@ def testbed_problem() -> str | None:
         if result.returncode != 0:
             return f"{' '.join(argv)} exited {result.returncode}: {result.stderr.strip()[:300]}"
     return None
+
+
+#: The Slurm testbed as the shared real-testbed helper sees it.
+SLURM_TESTBED = Testbed("Slurm", "sudo bash tests/slurm/testbed.sh start", testbed_problem)
+START_HINT = SLURM_TESTBED.start_hint
 
 
 def parse_scontrol_config(text: str) -> dict[str, str]:
@@ -283,11 +287,7 @@ class SlurmTestbed:
 @pytest.fixture(scope="session")
 def slurm_testbed() -> SlurmTestbed:
     """The running Slurm testbed; skips (laptop) or fails (``CI=true``) when it does not answer."""
-    problem = testbed_problem()
-    if problem is not None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true but the Slurm testbed does not answer ({problem}); {START_HINT}")
-        pytest.skip(f"{START_HINT} ({problem})")
+    SLURM_TESTBED.require()
     return SlurmTestbed()
 
 

@@ -11,10 +11,10 @@ as seen on this testbed, ``FAILED``.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
+from real_testbed import wait_for
 
 from hpcjobs.process import run_command
 from hpcjobs.sweep.api import resubmit_sweep, run_sweep, sweep_status
@@ -27,13 +27,6 @@ DURATIONS = [1, 2, 3, 4, 1, 2, 120, 120, 1, 2, 3, 4]
 COMMAND = ('echo start >> "$HPCJOBS_RUN_DIR/run.log"; '
            'if [ -e "$HPCJOBS_RUN_DIR/tried" ]; then sleep 1; else touch "$HPCJOBS_RUN_DIR/tried"; sleep "$DUR"; fi; '
            'echo end >> "$HPCJOBS_RUN_DIR/run.log"')
-
-
-def _wait(what: str, check, timeout: float = 300.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(1)
 
 
 def _steps(job_ids: list[str], names: set[str]) -> list[list[str]]:
@@ -64,10 +57,10 @@ def test_packed_sweep_killed_mid_way_then_resubmitted(slurm_testbed, tmp_path, m
     def ended(i: int) -> bool:
         return any(runs[i].glob("hpcjobs-exit.*"))
 
-    _wait("the short points of task 1", lambda: ended(4) and ended(5))
+    wait_for("the short points of task 1", lambda: ended(4) and ended(5), 300, every=1)
     assert (runs[6] / "tried").exists() and not ended(6)  # the long ones are running
     run_command(["scancel", f"{first_job}_1"])
-    _wait("the sweep to end", lambda: sweep_status(sweep_id, root=root).done)
+    wait_for("the sweep to end", lambda: sweep_status(sweep_id, root=root).done, 300, every=1)
     with Ledger.open(root / sweep_id) as ledger:
         got = [p.state for p in ledger.points()]
         assert ledger.check_invariants() == []
@@ -77,7 +70,7 @@ def test_packed_sweep_killed_mid_way_then_resubmitted(slurm_testbed, tmp_path, m
     assert reset == 2
     assert again.points_submitted == 2 and again.chunks_submitted == 1
     second_job = again.job_ids[0]
-    _wait("the resubmitted points", lambda: sweep_status(sweep_id, root=root).done)
+    wait_for("the resubmitted points", lambda: sweep_status(sweep_id, root=root).done, 300, every=1)
     with Ledger.open(root / sweep_id) as ledger:
         assert ledger.summary() == {"COMPLETED": 12}
         assert [p.array_index for p in ledger.points()][6:8] == [0, 0]  # packed again: one task
@@ -94,7 +87,7 @@ def test_packed_sweep_killed_mid_way_then_resubmitted(slurm_testbed, tmp_path, m
         return len(rows) == 14 and all(r[2] and r[5] for r in rows) and not any(
             r[2].startswith(("RUNNING", "PENDING", "COMPLETING")) for r in rows)
 
-    _wait("complete sacct step rows", complete, timeout=120)
+    wait_for("complete sacct step rows", complete, timeout=120, every=1)
     rows = _steps([first_job, second_job], names)
     first = [r for r in rows if r[0].startswith(f"{first_job}_")]
     assert len(first) == 12 and {r[1] for r in first} == names
@@ -115,7 +108,7 @@ def test_packed_points_get_their_own_gpus(slurm_testbed, tmp_path, monkeypatch):
                    "sweep:\n  grid:\n    X: [0, 1, 2, 3]\n")
     root = tmp_path / "sweeps"
     prepared, report = run_sweep(exp, site=SITE, root=root)
-    _wait("the sweep to end", lambda: sweep_status(prepared.sweep_id, root=root).done)
+    wait_for("the sweep to end", lambda: sweep_status(prepared.sweep_id, root=root).done, 300, every=1)
     with Ledger.open(root / prepared.sweep_id) as ledger:
         points = ledger.points()
         assert ledger.summary() == {"COMPLETED": 4}
@@ -132,5 +125,5 @@ def test_packed_points_get_their_own_gpus(slurm_testbed, tmp_path, monkeypatch):
                            "--format=JobID,JobName,AllocTRES"]).stdout
         return [ln.split("|") for ln in out.splitlines() if ln.split("|")[1] in names]
 
-    _wait("the steps' sacct rows", lambda: len(steps()) == 4 and all(s[2] for s in steps()), timeout=120)
+    wait_for("the steps' sacct rows", lambda: len(steps()) == 4 and all(s[2] for s in steps()), timeout=120, every=1)
     assert all("gres/gpu=1" in s[2] for s in steps()), steps()

@@ -13,10 +13,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from real_testbed import wait_for
 
 from hpcjobs.process import run_command
 from hpcjobs.sweep.api import run_sweep, sweep_status
@@ -38,16 +38,6 @@ def _experiment(folder: Path, name: str, command: str, extra: str = "") -> Path:
                     f"{extra}"
                     "sweep:\n  grid:\n    x: [0, 1]\n")
     return path
-
-
-def _wait(predicate, what: str, timeout: float = 240.0, every: float = 2.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(every)
 
 
 def _job_ids(root: Path, sweep_id: str) -> list[str]:
@@ -77,14 +67,14 @@ def test_failed_upstream_blocks_downstream_which_is_cancelled(slurm_testbed, wor
             assert f"--dependency=afterok:{up_job}" in (sub.argv or [])
             (rec,) = ledger.upstreams()
             assert (rec.sweep_id, rec.condition, rec.job_ids) == (up_prep.sweep_id, "ok", (up_job,))
-        _wait(lambda: sweep_status(up_prep.sweep_id, root=root).done, "the upstream to end")
+        wait_for("the upstream to end", lambda: sweep_status(up_prep.sweep_id, root=root).done, 240, every=2)
         assert sweep_status(up_prep.sweep_id, root=root).counts == {"COMPLETED": 1, "FAILED": 1}
 
         def blocked():  # type: ignore[no-untyped-def]
             st = sweep_status(down_prep.sweep_id, root=root)
             return st if st.upstream_cancelled else None
 
-        st = _wait(blocked, "Slurm to report DependencyNeverSatisfied")
+        st = wait_for("Slurm to report DependencyNeverSatisfied", blocked, 240, every=2)
         assert st.upstream_cancelled == (down_job,)
         assert st.counts == {"CANCELLED": 2}
         assert [(p.state, p.state_raw) for p in st.points] == [("CANCELLED", BLOCKED_STATE_RAW)] * 2
@@ -115,7 +105,8 @@ def test_downstream_runs_after_a_passing_upstream(slurm_testbed, workdir: Path) 
     (down_job,) = report["job_ids"]
     try:
         for sweep_id in (up_prep.sweep_id, report["sweep_id"]):
-            _wait(lambda s=sweep_id: sweep_status(s, root=root).done, f"{sweep_id} to end")  # type: ignore[misc]
+            wait_for(f"{sweep_id} to end", lambda s=sweep_id: sweep_status(s, root=root).done, 240,  # type: ignore[misc]
+                     every=2)
         assert sweep_status(report["sweep_id"], root=root).counts == {"COMPLETED": 2}
         assert len(list(workdir.glob("ran-*"))) == 2
         assert _job_ids(root, report["sweep_id"]) == [down_job]

@@ -17,7 +17,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from k8s_real import ROOT, SITE, delete_chunks, objects_of, wait_for
+from k8s_real import ROOT, SITE, delete_chunks, objects_of
+from real_testbed import wait_for
 
 from hpcjobs import states as st
 from hpcjobs.schedulers import client as client_mod

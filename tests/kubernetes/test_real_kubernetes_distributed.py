@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from distributed_real import FAILING, rank_reports, write_job
-from k8s_real import ROOT, delete_chunks, wait_for
+from k8s_real import ROOT, delete_chunks
+from real_testbed import wait_for
 
 pytestmark = pytest.mark.kubernetes
 

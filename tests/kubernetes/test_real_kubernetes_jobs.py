@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from k8s_real import ROOT, SITE, delete_chunks, wait_for
+from k8s_real import ROOT, SITE, delete_chunks
+from real_testbed import wait_for
 
 pytestmark = pytest.mark.kubernetes
 

@@ -14,7 +14,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from k8s_real import ROOT, delete_chunks, kubectl, wait_for
+from k8s_real import ROOT, delete_chunks, kubectl
+from real_testbed import wait_for
 
 from hpcjobs.sweep.api import sweep_status
 from hpcjobs.sweep.ledger import Ledger

@@ -13,10 +13,11 @@ import os
 import shlex
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from real_testbed import wait_for
 
 from pbs.real import PBS_EXEC, pbs
 
@@ -64,18 +65,6 @@ def logged_calls(log: Path, name: str) -> list[str]:
     return [line for line in log.read_text().splitlines() if line.split(" ", 1)[0] == name]
 
 
-def wait_until(what: str, check: Callable[[], Any], timeout: float = 120.0) -> Any:
-    """Poll ``check`` every half second until it returns something true; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not after {timeout:.0f} s")
-        time.sleep(0.5)
-
-
 def server_jobs(*job_ids: str) -> dict[str, dict[str, Any]]:
     """``qstat -E -x -f -F json -t`` of ``job_ids``: ``{id: attributes}`` of every job and subjob.
 
@@ -93,7 +82,7 @@ def wait_final(job_ids: Sequence[str], timeout: float = 300.0) -> dict[str, dict
         done = all(j in info for j in job_ids) and all(a.get("job_state") == "F" for a in info.values())
         return info if done else None
 
-    return wait_until(f"jobs {', '.join(job_ids)} in state F", final, timeout)
+    return wait_for(f"jobs {', '.join(job_ids)} in state F", final, timeout)
 
 
 def jobs_named(name: str) -> list[str]:

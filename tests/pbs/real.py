@@ -24,15 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
+from real_testbed import Testbed, client
 
-from hpcjobs.errors import HpcJobsError
-from hpcjobs.process import CommandResult, run_command
+from hpcjobs.process import CommandResult
 
 PBS_EXEC = Path(os.environ.get("HPCJOBS_TEST_PBS_EXEC", "/opt/pbs"))
 PBS_HOME = Path("/var/spool/pbs")
 ACCOUNTING_DIR = PBS_HOME / "server_priv" / "accounting"
-START_HINT = "no OpenPBS testbed: run `sudo bash tests/pbs/testbed.sh start`"
 #: The unprivileged user the testbed creates (tests/pbs/testbed.sh).
 PBS_USER = os.environ.get("PBS_USER", "hpcpbs")
 #: The server's max_array_size as the testbed sets it.
@@ -44,23 +42,25 @@ def pbs(argv: Sequence[str], *, timeout: float = 30.0, check: bool = True) -> Co
     """Run one PBS client (``qstat``, ``qmgr`` ...) from ``$PBS_EXEC/bin`` through the subprocess seam."""
     name = argv[0]
     path = PBS_EXEC / "bin" / name
-    return run_command([str(path), *argv[1:]], timeout=timeout, check=check)
+    return client([str(path), *argv[1:]], timeout=timeout, check=check)
 
 
 def server_problem() -> str | None:
     """Why the OpenPBS testbed cannot be used, or ``None`` when the server answers with a free node."""
     if not (PBS_EXEC / "bin" / "qstat").exists():
         return f"{PBS_EXEC}/bin/qstat does not exist"
-    try:
-        server = pbs(["qstat", "-B"], timeout=15.0, check=False)
-        nodes = pbs(["pbsnodes", "-a"], timeout=15.0, check=False)
-    except HpcJobsError as exc:
-        return str(exc)
+    server = pbs(["qstat", "-B"], timeout=15.0, check=False)
+    nodes = pbs(["pbsnodes", "-a"], timeout=15.0, check=False)
     if server.returncode != 0:
         return f"qstat -B exited {server.returncode}: {server.stderr.strip()[:300]}"
     if "state = free" not in nodes.stdout and "job-busy" not in nodes.stdout:
         return f"no usable node: {nodes.stdout.strip()[:300]}"
     return None
+
+
+#: The OpenPBS testbed as the shared real-testbed helper sees it.
+PBS_TESTBED = Testbed("OpenPBS", "sudo bash tests/pbs/testbed.sh start", server_problem)
+START_HINT = PBS_TESTBED.start_hint
 
 
 @dataclass
@@ -132,9 +132,5 @@ class PbsServer:
 
 def require_server() -> PbsServer:
     """The testbed, or a skip (laptop) / failure (``CI=true``) with the reason."""
-    problem = server_problem()
-    if problem is not None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true but the OpenPBS testbed does not answer ({problem}); {START_HINT}")
-        pytest.skip(f"{START_HINT} ({problem})")
+    PBS_TESTBED.require()
     return PbsServer()

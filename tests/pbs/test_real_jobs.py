@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
+from real_testbed import wait_for
 
 from hpcjobs import states
 from hpcjobs.config.experiment import Experiment
@@ -45,7 +46,6 @@ from pbs._real_helpers import (
     qdel_quietly,
     server_jobs,
     wait_final,
-    wait_until,
 )
 from pbs.real import PBS_EXEC, PbsServer, pbs
 
@@ -142,7 +142,7 @@ def batch(pbs_server_session: PbsServer, tmp_path_factory: pytest.TempPathFactor
             ids[name] = submit_rendered(rendered, client=client, submit_dir=work, options=options).job_id
         counts: list[int] = []
         first = _poll(client, ids, counts)
-        wait_until("the running job started", (work / "running.started").exists, timeout=FINAL_WAIT_S)
+        wait_for("the running job started", (work / "running.started").exists, timeout=FINAL_WAIT_S)
         running = _poll(client, ids, counts)
         client.cancel([ids["running"], ids["held"], ids["waiting"]])
         attrs = wait_final(list(ids.values()), timeout=FINAL_WAIT_S)

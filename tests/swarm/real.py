@@ -8,37 +8,30 @@ does not answer, the fixture skips with the command that starts it on a laptop a
 from __future__ import annotations
 
 import json
-import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
+from real_testbed import Testbed, client, wait_for
 
-from hpcjobs.errors import HpcJobsError
-from hpcjobs.process import CommandResult, run_command
+from hpcjobs.process import CommandResult
 from hpcjobs.states import parse_job_tag
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-START_HINT = "no Docker Swarm testbed: run `sudo bash tests/swarm/testbed.sh start`"
 IMAGE = "hpcjobs-testbed/hostfs:1"
 SITE = "swarm-testbed"
 
 
 def docker(argv: Sequence[str], *, timeout: float = 60.0, check: bool = True) -> CommandResult:
     """Run ``docker ARGV...`` through the subprocess seam."""
-    return run_command(["docker", *argv], timeout=timeout, check=check)
+    return client(["docker", *argv], timeout=timeout, check=check)
 
 
 def swarm_problem() -> str | None:
     """Why the testbed cannot be used, or ``None`` when this node is an active swarm manager with the image."""
-    try:
-        info = docker(["info", "--format", "{{.Swarm.LocalNodeState}}/{{.Swarm.ControlAvailable}}"], timeout=15,
-                      check=False)
-        image = docker(["image", "inspect", IMAGE, "--format", "{{.Id}}"], timeout=15, check=False)
-    except HpcJobsError as exc:
-        return str(exc)
+    info = docker(["info", "--format", "{{.Swarm.LocalNodeState}}/{{.Swarm.ControlAvailable}}"], timeout=15,
+                  check=False)
+    image = docker(["image", "inspect", IMAGE, "--format", "{{.Id}}"], timeout=15, check=False)
     if info.returncode != 0:
         return f"docker info exited {info.returncode}: {info.stderr.strip()[:300]}"
     if info.stdout.strip() != "active/true":
@@ -48,13 +41,14 @@ def swarm_problem() -> str | None:
     return None
 
 
+#: The Swarm testbed as the shared real-testbed helper sees it.
+SWARM_TESTBED = Testbed("Docker Swarm", "sudo bash tests/swarm/testbed.sh start", swarm_problem)
+START_HINT = SWARM_TESTBED.start_hint
+
+
 def require_swarm() -> None:
     """The testbed, or a skip (laptop) / failure (``CI=true``) with the reason."""
-    problem = swarm_problem()
-    if problem is not None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true but the Swarm testbed does not answer ({problem}); {START_HINT}")
-        pytest.skip(f"{START_HINT} ({problem})")
+    SWARM_TESTBED.require()
 
 
 def services_of(sweep_id: str) -> dict[str, dict[str, Any]]:
@@ -93,13 +87,3 @@ def remove_services(sweep_id: str) -> None:
     wait_for("the sweep's tasks to stop", stopped, timeout=60)
     docker(["service", "rm", *names], check=False)
 
-
-def wait_for(what: str, check: Any, timeout: float = 120.0, every: float = 0.5) -> Any:
-    """Call ``check()`` until it returns something true; that value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what}: not after {timeout:.0f} s"
-        time.sleep(every)
