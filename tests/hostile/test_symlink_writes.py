@@ -19,9 +19,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers import invoke
 
-from hpcjobs.cli import main
 from hpcjobs.errors import UnsafePathError
 from hpcjobs.output import atomic_write_text
 from hpcjobs.safe_files import open_own_file, read_regular, real_folders, refuse_links
@@ -44,17 +43,12 @@ WRITTEN_BY_THE_POINT = {"metrics.json"}
 VICTIM_TEXT = b"precious: written by its owner, never by hpcjobs\n"
 
 
-def _invoke(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, list(args))
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise AssertionError(f"hpcjobs {' '.join(args)} crashed: {result.exception!r}\n{result.output}")
-    return result.exit_code, result.output
 
 
 def _run_sweep(folder: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
     monkeypatch.chdir(folder)
     (folder / "exp.yaml").write_text(EXPERIMENT)
-    code, out = _invoke("sweep", "exp.yaml", "--site", "local", "--json", "--workers", "2")
+    code, out = invoke("sweep", "exp.yaml", "--site", "local", "--json", "--workers", "2")
     assert code in (0, 1), out
     sweep_id = str(json.loads(out[out.index("{"):])["sweep_id"])
     (sweep_dir,) = (folder / "hpcjobs-sweeps").iterdir()
@@ -105,8 +99,8 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     folder = tmp_path_factory.mktemp("baseline")
     with pytest.MonkeyPatch.context() as mp:
         _run_sweep(folder, mp)
-        assert _invoke("resubmit", "links", "--failed")[0] in (0, 1)
-        assert _invoke("results", "links", "--json")[0] == 0
+        assert invoke("resubmit", "links", "--failed")[0] in (0, 1)
+        assert invoke("results", "links", "--json")[0] == 0
     paths = _written_paths(folder)
     names = {Path(p).name for p in paths}
     assert {"lock", "ledger.sqlite", "params.json", "stdout.log", "results-cache.json"} <= names, paths
@@ -128,7 +122,7 @@ def test_no_command_writes_through_a_link_planted_anywhere_in_a_sweep(
         for args in (("sweep", "exp.yaml", "--site", "local", "--json"), ("resubmit", "links", "--failed"),
                      ("status", "links"), ("results", "links", "--json"), ("logs", "links", "--all-lines"),
                      ("cancel", "links")):
-            code, out = _invoke(*args)
+            code, out = invoke(*args)
             assert code in (0, 1, 2), (rel, args, out)
             assert _snapshot(victim) == before, f"hpcjobs {' '.join(args)} wrote through {rel} -> {victim}"
 
@@ -142,16 +136,16 @@ def test_reads_of_run_folder_files_that_lead_outside_are_refused(tmp_path: Path,
     (run_dirs[0] / "metrics.json").symlink_to(secret)
     (run_dirs[1] / "stdout.log").unlink()
     (run_dirs[1] / "stdout.log").symlink_to(secret)
-    code, out = _invoke("results", "links", "--json")
+    code, out = invoke("results", "links", "--json")
     assert code == 0, out
     assert "42" not in out and "leads outside" in out
-    code, out = _invoke("logs", "links", "--all-lines", "--out")
+    code, out = invoke("logs", "links", "--all-lines", "--out")
     assert code == 0, out
     assert "password" not in out and "not shown" in out and "leads outside" in out
     # a link that stays inside the sweep folder is followed
     (run_dirs[0] / "metrics.json").unlink()
     (run_dirs[0] / "metrics.json").symlink_to(run_dirs[1] / "metrics.json")
-    code, out = _invoke("results", "links", "--json")
+    code, out = invoke("results", "links", "--json")
     assert code == 0 and "leads outside" not in out.split("stdout")[0], out
 
 

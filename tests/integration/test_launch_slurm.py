@@ -30,12 +30,10 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import render_spec
 
-from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.sites import load_site_file
 from hpcjobs.process import run_command
-from hpcjobs.render.script import render_job
-from hpcjobs.resolve import resolve
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.submit import submit_rendered
@@ -89,8 +87,7 @@ with open(f"worker-{os.environ['RANK']}.txt", "w") as f:
 
 
 def _render(name: str, spec: dict, site=SITE):
-    exp = Experiment.model_validate({"name": f"it-{name}", **spec})
-    return render_job(resolve(exp, site))
+    return render_spec(spec, site, name=f"it-{name}")
 
 
 @pytest.fixture(scope="module")

@@ -9,14 +9,13 @@ slack), never equal to it. Every job this test submits has a name of its own and
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from helpers import run_hpcjobs
 
 from hpcjobs.process import run_command
 
@@ -29,11 +28,8 @@ FILL_MINUTES = 20
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200", "NO_COLOR": "1",
-           "XDG_CACHE_HOME": str(cwd / "cache"), "HPCJOBS_DISCOVER": "0"}
-    env.pop("HPCJOBS_SWEEP_ROOT", None)
-    return subprocess.run([sys.executable, "-m", "hpcjobs", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+    """``hpcjobs ARGS`` with caches under ``cwd`` and discovery off (the plan reads the live scheduler)."""
+    return run_hpcjobs(*args, cwd=cwd, env={"XDG_CACHE_HOME": str(cwd / "cache"), "HPCJOBS_DISCOVER": "0"})
 
 
 def _squeue_start(job_id: str) -> datetime | None:

@@ -12,14 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import render_spec
 
 from hpcjobs import states
-from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.sites import load_site_file
 from hpcjobs.errors import CommandError
 from hpcjobs.process import run_command
-from hpcjobs.render.script import render_job
-from hpcjobs.resolve import resolve
 from hpcjobs.schedulers.base import ArraySpec, SubmitOptions
 from hpcjobs.schedulers.client import PollSchedule, SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
@@ -42,8 +40,7 @@ JOBS: dict[str, dict] = {
 
 
 def _render(name: str, spec: dict, **kw):
-    exp = Experiment.model_validate({"name": f"it-{name}", **spec})
-    return render_job(resolve(exp, SITE, **kw))
+    return render_spec(spec, SITE, name=f"it-{name}", **kw)
 
 
 @pytest.fixture(scope="module")

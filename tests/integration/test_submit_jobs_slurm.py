@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from helpers import run_hpcjobs
 
 from hpcjobs.process import run_command
 
@@ -28,15 +27,10 @@ HELLO = REPO / "examples" / "hello.yaml"
 WAIT_S = 180.0
 
 
-def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}
-    full.pop("HPCJOBS_SWEEP_ROOT", None)
-    return subprocess.run([sys.executable, "-m", "hpcjobs", *args], cwd=cwd, env=full, capture_output=True,
-                          text=True, timeout=300)
 
 
 def _json(*args: str, cwd: Path, env: dict[str, str] | None = None) -> dict:
-    proc = _cli(*args, "--json", cwd=cwd, env=env)
+    proc = run_hpcjobs(*args, "--json", cwd=cwd, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout.splitlines()[-1])
 
@@ -71,11 +65,11 @@ def test_submit_status_logs_and_cancel_by_job_id(slurm_testbed, tmp_path: Path):
     assert (again["job_id"], again["new"]) == (job_id, False)
     job = _wait_state(job_id, tmp_path, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, exit_code=True)
     assert (job["state"], job["exit_code"]) == ("COMPLETED", 0), job
-    logs = _cli("logs", job_id, cwd=tmp_path)
+    logs = run_hpcjobs("logs", job_id, cwd=tmp_path)
     assert logs.returncode == 0, logs.stderr
     assert f"==> stdout of job {job_id} (COMPLETED, exit 0): " in logs.stdout
     assert "Hello from hpcjobs on " in logs.stdout, logs.stdout
-    text = _cli("status", job_id, cwd=tmp_path).stdout
+    text = run_hpcjobs("status", job_id, cwd=tmp_path).stdout
     assert f"job {job_id}" in text and "COMPLETED, exit 0" in text and f"{name}-{job_id}.out" in text
     assert _jobs_named(name) == [job_id]
 
@@ -83,7 +77,7 @@ def test_submit_status_logs_and_cancel_by_job_id(slurm_testbed, tmp_path: Path):
     long = _json("submit", str(HELLO), "--site", str(SITE), "--set", f"name={long_name}",
                  "--set", "command=sleep 300", cwd=tmp_path)
     _wait_state(long["job_id"], tmp_path, {"PENDING", "RUNNING"})
-    done = _cli("cancel", long["job_id"], cwd=tmp_path)
+    done = run_hpcjobs("cancel", long["job_id"], cwd=tmp_path)
     assert done.returncode == 0 and f"cancelled 1 job(s) {long['job_id']}" in done.stdout, done.stdout + done.stderr
     job = _wait_state(long["job_id"], tmp_path, {"CANCELLED"})
     assert job["state"] == "CANCELLED"
@@ -119,10 +113,10 @@ def test_a_lost_answer_is_found_by_token_and_not_submitted_twice(slurm_testbed, 
     crash_args = ("submit", str(HELLO), "--site", str(SITE), "--set", f"name={crash_name}")
     (tmp_path / "bin").rename(tmp_path / "bin-lost")
     env = _wrapped_sbatch(tmp_path, "kill -9 $PPID")
-    killed = _cli(*crash_args, cwd=tmp_path, env=env)
+    killed = run_hpcjobs(*crash_args, cwd=tmp_path, env=env)
     assert killed.returncode == -9, killed.stderr
     queued = (tmp_path / "real-answer.txt").read_text().strip().split(";")[0]
-    found = _cli(*crash_args, cwd=tmp_path)  # the real sbatch again: it is not called
+    found = run_hpcjobs(*crash_args, cwd=tmp_path)  # the real sbatch again: it is not called
     assert found.returncode == 0, found.stderr
     assert f"job {queued} " in found.stdout and "found by its token, not submitted again" in found.stdout
     assert _jobs_named(crash_name) == [queued]

@@ -5,13 +5,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from helpers import run_hpcjobs
 
 import hpcjobs
 from hpcjobs.sweep.api import sweep_status
@@ -37,10 +36,6 @@ print(f"final acc={acc}")
 """
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "hpcjobs", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
 
 
 def test_results_and_logs_of_a_real_sweep(slurm_testbed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -59,7 +54,8 @@ def test_results_and_logs_of_a_real_sweep(slurm_testbed, tmp_path: Path, monkeyp
         "sweep:\n  grid:\n    lr: [0.1, 0.2, 0.3]\n    seed: [1, 2, 3, 4]\n"
     )
     root = tmp_path / "sweeps"
-    done = _cli("sweep", str(exp), "--site", str(SITES / "hpctest.yaml"), "--root", str(root), "--json", cwd=tmp_path)
+    done = run_hpcjobs("sweep", str(exp), "--site", str(SITES / "hpctest.yaml"), "--root", str(root), "--json",
+                       cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     sweep_id = json.loads(done.stdout)["sweep_id"]
     deadline = time.monotonic() + 300
@@ -85,15 +81,15 @@ def test_results_and_logs_of_a_real_sweep(slurm_testbed, tmp_path: Path, monkeyp
         assert f"diverged: loss is nan at lr=0.3 seed={row.seed}" in Path(row.log_err).read_text()
     assert (sacct := df[df["state"] == "FAILED"]["exit_code"].tolist()) == [3, 3], sacct
 
-    top = _cli("results", sweep_id, "--root", str(root), "--sort", "-acc", "--top", "3", "--csv", cwd=tmp_path)
+    top = run_hpcjobs("results", sweep_id, "--root", str(root), "--sort", "-acc", "--top", "3", "--csv", cwd=tmp_path)
     assert top.returncode == 0, top.stderr
     rows = list(csv.DictReader(io.StringIO(top.stdout)))
     assert [(float(r["lr"]), int(r["seed"])) for r in rows] == [(0.3, 4), (0.3, 3), (0.2, 4)]
-    table = _cli("results", sweep_id, "--root", str(root), "--sort", "-acc", "--top", "3", cwd=tmp_path).stdout
+    table = run_hpcjobs("results", sweep_id, "--root", str(root), "--sort", "-acc", "--top", "3", cwd=tmp_path).stdout
     lines = [ln for ln in table.splitlines() if "COMPLETED" in ln]
     assert [ln.split()[0] for ln in lines] == [str(int(r["index"])) for r in rows]
 
-    logs = _cli("logs", sweep_id, "--root", str(root), "--failed", cwd=tmp_path)
+    logs = run_hpcjobs("logs", sweep_id, "--root", str(root), "--failed", cwd=tmp_path)
     assert logs.returncode == 0, logs.stderr
     for seed in (1, 2):
         assert f"diverged: loss is nan at lr=0.3 seed={seed}" in logs.stdout

@@ -10,13 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import render_spec
 
 from hpcjobs import states
-from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.sites import load_site_file
 from hpcjobs.errors import CommandError
 from hpcjobs.render.script import render_job
-from hpcjobs.resolve import resolve
 from hpcjobs.schedulers.base import ArraySpec
 from hpcjobs.schedulers.client import PollSchedule, SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
@@ -31,8 +30,7 @@ def _site(flavor: str):
 
 
 def _render(flavor: str, name: str, spec: dict, **kw):
-    exp = Experiment.model_validate({"name": name, **spec})
-    return render_job(resolve(exp, _site(flavor), **kw))
+    return render_spec(spec, _site(flavor), name=name, **kw)
 
 
 @pytest.mark.parametrize("pbs_standin", ["pbspro", "torque"], indirect=True)

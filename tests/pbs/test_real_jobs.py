@@ -25,13 +25,11 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers import render_spec
 from real_testbed import wait_for
 
 from hpcjobs import states
-from hpcjobs.config.experiment import Experiment
-from hpcjobs.config.sites import load_site_file
-from hpcjobs.render.script import render_experiment, render_job
-from hpcjobs.resolve import resolve
+from hpcjobs.render.script import render_experiment
 from hpcjobs.schedulers.base import JobStatus, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
@@ -76,7 +74,7 @@ def _client() -> SchedulerClient:
 
 
 def _render(name: str, spec: dict[str, Any]):
-    return render_job(resolve(Experiment.model_validate({"name": name, **spec}), load_site_file(SITE)))
+    return render_spec(spec, SITE, name=name)
 
 
 @dataclass

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import invoke
 
 from hpcjobs.cli import main
 from hpcjobs.errors import ConfigError
@@ -42,9 +43,6 @@ name: ident
 """
 
 
-def _invoke(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.output
 
 
 @pytest.fixture
@@ -70,12 +68,12 @@ def test_comments_key_order_and_formatting_keep_the_id(project: Path) -> None:
 
 
 def test_editing_comments_continues_the_same_sweep(project: Path) -> None:
-    code, out = _invoke("sweep", "exp.yaml", "--json")
+    code, out = invoke("sweep", "exp.yaml", "--json")
     assert code == 0, out
     first = json.loads(out)
     assert first["points_submitted"] == 2
     (project / "exp.yaml").write_text(SAME_MEANING)
-    code, out = _invoke("sweep", "exp.yaml", "--json")
+    code, out = invoke("sweep", "exp.yaml", "--json")
     assert code == 0, out
     again = json.loads(out)
     assert again["sweep_id"] == first["sweep_id"] and again["points_submitted"] == 0
@@ -83,73 +81,73 @@ def test_editing_comments_continues_the_same_sweep(project: Path) -> None:
 
 
 def test_a_name_in_use_with_other_content_asks_for_new_or_force(project: Path) -> None:
-    code, out = _invoke("sweep", "exp.yaml", "--json")
+    code, out = invoke("sweep", "exp.yaml", "--json")
     assert code == 0, out
     old_id = json.loads(out)["sweep_id"]
     (project / "exp.yaml").write_text(EXPERIMENT.replace("x: [1, 2]", "x: [1, 2, 3]"))
-    code, out = _invoke("sweep", "exp.yaml")
+    code, out = invoke("sweep", "exp.yaml")
     assert code == 2, out
     assert old_id in out and "--new" in out and "--force" in out and "exp.yaml" in out
     assert [d.name for d in (project / "hpcjobs-sweeps").iterdir()] == [old_id]  # nothing started
-    code, out = _invoke("sweep", "exp.yaml", "trial=1", "--json")  # another command line: another sweep
+    code, out = invoke("sweep", "exp.yaml", "trial=1", "--json")  # another command line: another sweep
     assert code == 0, out
     assert json.loads(out)["sweep_id"] != old_id
 
-    code, out = _invoke("sweep", "exp.yaml", "--force", "--json")  # continue the existing sweep: one new point
+    code, out = invoke("sweep", "exp.yaml", "--force", "--json")  # continue the existing sweep: one new point
     assert code == 0, out
     forced = json.loads(out)
     assert forced["sweep_id"] == old_id and forced["points_submitted"] == 1
 
     (project / "exp.yaml").write_text(EXPERIMENT.replace("x: [1, 2]", "x: [4]"))
-    code, out = _invoke("sweep", "exp.yaml", "--new", "--json")
+    code, out = invoke("sweep", "exp.yaml", "--new", "--json")
     assert code == 0, out
     fresh = json.loads(out)
     assert fresh["sweep_id"] != old_id and fresh["points_submitted"] == 1
     # --new on content that already has a sweep starts another one beside it
-    code, out = _invoke("sweep", "exp.yaml", "--new", "--json")
+    code, out = invoke("sweep", "exp.yaml", "--new", "--json")
     assert code == 0, out
     assert json.loads(out)["sweep_id"] == f"{fresh['sweep_id']}-2"
     assert name_of(f"{fresh['sweep_id']}-2") == "ident"
-    code, out = _invoke("sweep", "exp.yaml", "--new", "--force")
+    code, out = invoke("sweep", "exp.yaml", "--new", "--force")
     assert code == 2 and "exclude each other" in out
 
 
 def test_an_exact_name_beats_a_prefix(project: Path) -> None:
     for name in ("big", "bigger"):
         (project / f"{name}.yaml").write_text(EXPERIMENT.replace("name: ident", f"name: {name}"))
-        code, out = _invoke("sweep", f"{name}.yaml", "--json")
+        code, out = invoke("sweep", f"{name}.yaml", "--json")
         assert code == 0, out
     ids = sorted(d.name for d in (project / "hpcjobs-sweeps").iterdir())
     big = next(i for i in ids if name_of(i) == "big")
     bigger = next(i for i in ids if name_of(i) == "bigger")
     assert find_sweep("big") == project / "hpcjobs-sweeps" / big
     assert find_sweep(bigger[:8]) == project / "hpcjobs-sweeps" / bigger  # a unique prefix still works
-    code, out = _invoke("status", "big", "--json")
+    code, out = invoke("status", "big", "--json")
     assert code == 0, out
     assert json.loads(out)["sweep_id"] == big
-    code, out = _invoke("status", "bi")
+    code, out = invoke("status", "bi")
     assert code == 2 and "ambiguous" in out
     (project / "big.yaml").write_text(EXPERIMENT.replace("name: ident", "name: big").replace("[1, 2]", "[7]"))
-    assert _invoke("sweep", "big.yaml", "--new")[0] == 0
-    code, out = _invoke("status", "big")  # two sweeps named big: say which ids there are
+    assert invoke("sweep", "big.yaml", "--new")[0] == 0
+    code, out = invoke("status", "big")  # two sweeps named big: say which ids there are
     assert code == 2 and "ambiguous" in out and big in out
 
 
 def test_the_root_is_found_upward_like_git(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    code, out = _invoke("sweep", "exp.yaml", "--json")
+    code, out = invoke("sweep", "exp.yaml", "--json")
     assert code == 0, out
     sweep_id = json.loads(out)["sweep_id"]
     deep = project / "src" / "pkg"
     deep.mkdir(parents=True)
     monkeypatch.chdir(deep)
     assert find_sweep_root().path == project / "hpcjobs-sweeps"
-    code, out = _invoke("status", "ident", "--json")
+    code, out = invoke("status", "ident", "--json")
     assert code == 0, out
     assert json.loads(out)["sweep_id"] == sweep_id
-    code, out = _invoke("ls", "--json")
+    code, out = invoke("ls", "--json")
     assert code == 0 and [s["sweep_id"] for s in json.loads(out)] == [sweep_id]
     # a sweep started from the sub-folder goes into the same root
-    code, out = _invoke("sweep", str(project / "exp.yaml"), "--json")
+    code, out = invoke("sweep", str(project / "exp.yaml"), "--json")
     assert code == 0 and json.loads(out)["sweep_id"] == sweep_id
     assert not (deep / "hpcjobs-sweeps").exists()
 

@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers import invoke
 
-from hpcjobs.cli import main
 from hpcjobs.errors import ConfigError
 from hpcjobs.sweep.expand import expand, point_env_lines
 from hpcjobs.sweep.prepare import prepare_sweep
@@ -28,9 +27,6 @@ sweep:
 """
 
 
-def _invoke(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.output
 
 
 @pytest.fixture
@@ -44,13 +40,13 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_dry_run_shows_the_first_points_and_json_all_of_them(project: Path) -> None:
     big = project / "big.yaml"
     big.write_text(EXPERIMENT.replace("seed: [1, 2]", "seed: [1, 2]\n    x: [0, 1, 2, 3, 4, 5, 6]"))
-    code, out = _invoke("sweep", str(big), "--dry-run")
+    code, out = invoke("sweep", str(big), "--dry-run")
     assert code == 0, out
     assert "first 20 of 28" in out and "--json lists all" in out
     rows = [ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0].isdigit()]
     assert [r[0] for r in rows] == [str(i) for i in range(20)]
     assert rows[0][2:] == ["0.1", "1.0e-3", "1", "0"]  # lr, wd, seed, x as the file wrote them
-    code, out = _invoke("sweep", str(big), "--dry-run", "--json")
+    code, out = invoke("sweep", str(big), "--dry-run", "--json")
     assert code == 0, out
     listed = json.loads(out)["point_list"]
     assert len(listed) == 28 and listed[27]["params"] == {"lr": 0.00005, "wd": 0.001, "seed": 2, "x": 6}
@@ -60,10 +56,10 @@ def test_dry_run_shows_the_first_points_and_json_all_of_them(project: Path) -> N
 
 def test_a_value_listed_twice_in_a_grid_is_an_error_at_its_line(project: Path) -> None:
     (project / "dup.yaml").write_text(EXPERIMENT.replace("seed: [1, 2]", "seed:\n      - 1\n      - 2\n      - 1"))
-    code, out = _invoke("sweep", "dup.yaml", "--dry-run")
+    code, out = invoke("sweep", "dup.yaml", "--dry-run")
     assert code == 2, out
     assert "dup.yaml:12:9:" in out and "listed twice" in out and "replicate" in out
-    code, out = _invoke("sweep", "exp.yaml", "extra=4,5,4", "--dry-run")
+    code, out = invoke("sweep", "exp.yaml", "extra=4,5,4", "--dry-run")
     assert code == 2 and "override 'extra=4,5,4'" in out and "listed twice" in out
     # 1 and 1.0 are different values (as in point ids); a zip may pair repeated values
     assert len(expand(parse_sweep({"grid": {"a": [1, 1.0]}}))) == 2
@@ -80,7 +76,7 @@ def test_numbers_reach_the_job_as_written(project: Path) -> None:
     lines = point_env_lines(small)
     assert "export lr=0.00005" in lines and "export wd=1.0e-3" in lines
     assert json.loads(small.params_json)["lr"] == 5e-05  # the data stays a number
-    code, out = _invoke("sweep", "exp.yaml", "--json", "--workers", "2")
+    code, out = invoke("sweep", "exp.yaml", "--json", "--workers", "2")
     assert code == 0, out
     folder = project / "hpcjobs-sweeps" / json.loads(out)["sweep_id"]
     seen = sorted((folder / "points" / p.point_id / "seen.txt").read_text().strip() for p in prepared.points)
@@ -94,7 +90,7 @@ def test_the_readme_pandas_idiom_shows_observed_states(project: Path) -> None:
     pytest.importorskip("pandas")
     import hpcjobs
 
-    code, out = _invoke("sweep", "exp.yaml", "--json", "--workers", "2")
+    code, out = invoke("sweep", "exp.yaml", "--json", "--workers", "2")
     assert code == 0, out
     df = hpcjobs.load_sweep(json.loads(out)["sweep_id"])
     table = df.groupby(["lr", "state"], observed=True).size().unstack(fill_value=0)  # as in the README

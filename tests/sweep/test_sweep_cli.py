@@ -7,10 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers import invoke
 
 import hpcjobs
-from hpcjobs.cli import main
 
 EXPERIMENT = """\
 name: localsweep
@@ -31,19 +30,16 @@ def local_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return exp
 
 
-def _invoke(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.output
 
 
 def test_sweep_status_resubmit_ls(local_sweep: Path, tmp_path: Path):
-    code, out = _invoke("sweep", str(local_sweep), "--json", "--workers", "2")
+    code, out = invoke("sweep", str(local_sweep), "--json", "--workers", "2")
     assert code == 0, out
     info = json.loads(out)
     assert info["points"] == 6 and info["points_submitted"] == 6
     sweep_id = info["sweep_id"]
 
-    code, out = _invoke("status", sweep_id, "--json")
+    code, out = invoke("status", sweep_id, "--json")
     st = json.loads(out)
     assert st["counts"] == {"COMPLETED": 4, "FAILED": 2}
     failed = [p for p in st["points"] if p["state"] == "FAILED"]
@@ -54,18 +50,18 @@ def test_sweep_status_resubmit_ls(local_sweep: Path, tmp_path: Path):
     assert len(outs) == 6 and "tag=a $(touch PWNED)" in "".join(o.read_text() for o in outs)
 
     # the same command again submits nothing
-    code, out = _invoke("sweep", str(local_sweep), "--json")
+    code, out = invoke("sweep", str(local_sweep), "--json")
     assert json.loads(out)["points_submitted"] == 0
 
     # resubmit only the failures, with the experiment changed for the retry
-    code, out = _invoke("resubmit", sweep_id, "--set", "command=true")
+    code, out = invoke("resubmit", sweep_id, "--set", "command=true")
     assert code == 0, out
     assert "2 point(s) reset" in out
-    st = json.loads(_invoke("status", sweep_id, "--json")[1])
+    st = json.loads(invoke("status", sweep_id, "--json")[1])
     assert st["counts"] == {"COMPLETED": 6}
     assert max(p["attempt"] for p in st["points"]) == 2
 
-    code, out = _invoke("ls", "--json")
+    code, out = invoke("ls", "--json")
     (row,) = json.loads(out)
     assert row["sweep_id"] == sweep_id and row["counts"] == {"COMPLETED": 6}
 
@@ -75,30 +71,30 @@ def test_sweep_status_resubmit_ls(local_sweep: Path, tmp_path: Path):
 
 
 def test_dry_run_and_bad_input(local_sweep: Path, tmp_path: Path):
-    code, out = _invoke("sweep", str(local_sweep), "--dry-run", "--json")
+    code, out = invoke("sweep", str(local_sweep), "--dry-run", "--json")
     assert code == 0 and json.loads(out)["points"] == 6
     assert not (tmp_path / "hpcjobs-sweeps").exists()
     bad = tmp_path / "bad.yaml"
     bad.write_text(EXPERIMENT.replace("zip:", "zipp:"))
-    code, out = _invoke("sweep", str(bad))
+    code, out = invoke("sweep", str(bad))
     assert code == 2 and "did you mean 'zip'" in out
-    code, out = _invoke("status", "nosuchsweep")
+    code, out = invoke("status", "nosuchsweep")
     assert code == 2 and "no sweep" in out
 
 
 def test_hydra_overrides_make_a_new_sweep(local_sweep: Path):
-    code, out = _invoke("sweep", str(local_sweep), "x=5,6", "--json")
+    code, out = invoke("sweep", str(local_sweep), "x=5,6", "--json")
     assert code == 0, out
     assert json.loads(out)["points"] == 4
 
 
 def test_detach_runs_in_the_background(local_sweep: Path):
-    code, out = _invoke("sweep", str(local_sweep), "--detach", "--json")
+    code, out = invoke("sweep", str(local_sweep), "--detach", "--json")
     assert code == 0, out
     sweep_id = json.loads(out)["sweep_id"]
     deadline = time.monotonic() + 60
     while True:
-        st = json.loads(_invoke("status", sweep_id, "--json")[1])
+        st = json.loads(invoke("status", sweep_id, "--json")[1])
         if sum(st["counts"].get(s, 0) for s in ("COMPLETED", "FAILED")) == 6:
             break
         assert time.monotonic() < deadline, st["counts"]
