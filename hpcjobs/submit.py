@@ -16,7 +16,8 @@ from hpcjobs.errors import CommandError, CommandTimeout, ConfigError, ConfigProb
 from hpcjobs.output import atomic_write_text
 from hpcjobs.render.script import RenderedScript
 from hpcjobs.schedulers.base import SubmitOptions
-from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.schedulers.client import SchedulerClient, client_for
+from hpcjobs.schedulers.registry import capabilities_of, get_backend
 from hpcjobs.states import JobTag, new_token
 
 
@@ -55,13 +56,6 @@ class Submission:
     folder: Path | None = None
 
 
-def client_for(scheduler: str) -> SchedulerClient:
-    """A scheduler client for a scheduler family (``slurm``, ``pbspro``, ``torque``)."""
-    from hpcjobs.schedulers.registry import get_backend
-
-    return SchedulerClient(get_backend(scheduler))
-
-
 def submit_rendered(
     rendered: RenderedScript,
     *,
@@ -81,7 +75,7 @@ def submit_rendered(
         CommandError: The scheduler refused the job (argv, exit code and stderr attached).
     """
     job = rendered.job
-    if client is None and job.scheduler == "local":
+    if client is None and capabilities_of(job.scheduler).runs_here:
         raise ConfigError(ConfigProblem(
             f"site {job.site.name!r} has no scheduler to submit to: run it here with `hpcjobs sweep` (the local "
             "runner), or pass --site with a Slurm or PBS site (`hpcjobs site list`, `hpcjobs site init`)",
@@ -128,8 +122,7 @@ def default_log_files(rendered: RenderedScript) -> bool:
     """Whether the job's stdout and stderr go where hpcjobs's own directives put them (not an array,
     and no ``--output``/``--error``/``-o``/``-e`` directive of the experiment's)."""
     job = rendered.job
-    containers = job.site.swarm if job.scheduler == "swarm" else job.site.kubernetes
-    if job.scheduler in ("swarm", "kubernetes") and containers is not None and not containers.mount_run_folders:
+    if not get_backend(job.scheduler).run_folders_mounted(job.site):
         return False  # the script's files would stay in the container: the scheduler's log command shows them
     own = " ".join(job.extra_directives)
     return job.array is None and not any(flag in own for flag in ("--output", "--error", "-o ", "-e "))
@@ -176,3 +169,6 @@ def submit_experiment(
 
     return submit_single(path, site=site, overrides=overrides, submit_dir=submit_dir, refresh_site=refresh_site,
                          root=root, new=new, client=client, after=after)
+
+
+__all__ = ["Submission", "client_for", "default_log_files", "job_log_paths", "submit_experiment", "submit_rendered"]

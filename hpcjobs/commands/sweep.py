@@ -116,7 +116,9 @@ def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overri
         return
     click.echo(f"sweep {prepared.sweep_id}: {len(prepared.points)} points; submitted {report.points_submitted} in "
                f"{report.chunks_submitted} job(s) {' '.join(report.job_ids)}".rstrip())
-    if not detach and prepared.site.scheduler != "local":
+    from hpcjobs.schedulers.registry import capabilities_of
+
+    if not detach and not capabilities_of(prepared.site.scheduler).runs_here:
         click.echo(f"follow it with: hpcjobs status {prepared.sweep_id} --watch")
 
 
@@ -379,6 +381,8 @@ def ls(root: str | None, poll: bool, jobs: bool, as_json: bool) -> None:
 
     from rich.table import Table
 
+    from hpcjobs.schedulers.registry import capabilities_of
+
     now = time.time()
     table = Table("sweep", "site", "created", "points", "states", "as of", box=None,
                   title=f"sweeps in {listing.root.path}")
@@ -386,7 +390,8 @@ def ls(root: str | None, poll: bool, jobs: bool, as_json: bool) -> None:
         created = datetime.fromtimestamp(s.created_at).strftime("%Y-%m-%d %H:%M")
         summary = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items(), key=lambda kv: -kv[1]))
         age = _age(now - s.as_of)
-        as_of = "now" if s.polled else f"{age} ago" + (" (not polled)" if poll and s.scheduler != "local" else "")
+        unpolled = poll and not s.polled and not capabilities_of(s.scheduler).runs_here
+        as_of = "now" if s.polled else f"{age} ago" + (" (not polled)" if unpolled else "")
         table.add_row(s.sweep_id, s.site, created, str(sum(s.counts.values())), summary, as_of)
     console(stderr=False).print(table)
     if hint:

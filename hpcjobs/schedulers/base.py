@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hpcjobs.ids import check_values, is_safe_value
 from hpcjobs.units import format_memory_slurm
 
 if TYPE_CHECKING:
+    from hpcjobs.config.site import SiteConfig
+    from hpcjobs.resolve import ResolvedJob
     from hpcjobs.schedulers.estimates import QueueState, StartEstimate
     from hpcjobs.schedulers.status_table import StatusTable
 
@@ -245,6 +247,11 @@ class Capabilities:
     # --- plan capabilities ---
     start_estimate: bool = False
     queue_states: bool = False
+
+    # --- sweep hooks ---
+    #: Points run as processes of this machine (the ``local`` site): no scheduler, no scheduler commands
+    #: (the backend implements none of the required hooks), no client, no accounting.
+    runs_here: bool = False
 
     def __post_init__(self) -> None:
         if self.failed_upstream not in ("none", "blocked", "deleted"):
@@ -523,6 +530,50 @@ class BaseBackend(JobIdGrammar):
     def parse_queue_states(self, stdout: str) -> dict[str, QueueState]:
         """Every queue in :meth:`queue_state_argv`'s output, by name (``queue_states``)."""
         raise UnsupportedCommand(f"{self.name}: parse_queue_states")
+
+    # --- sweep hooks ---
+
+    #: The submitit executor that runs function sweeps here (``"slurm"``, ``"local"``); ``None``: submitit
+    #: has no executor for this scheduler (:mod:`hpcjobs.sweep.functions` refuses it).
+    submitit_cluster: str | None = None
+
+    def submitit_parameters(self, job: ResolvedJob, params: dict[str, Any]) -> dict[str, Any]:
+        """submitit executor parameters for ``job``: ``params`` (the generic ones: name, nodes, tasks, CPUs,
+        time, memory, GPUs) with this scheduler's own added or in place of generic ones (default: as given)."""
+        return params
+
+    def submitit_chunk_parameters(self, tag: str) -> dict[str, Any]:
+        """submitit parameters of one chunk's submission, carrying its hpcjobs ``tag`` where the executor
+        can (default: none)."""
+        return {}
+
+    def single_log_stem(self, name: str, job_id: str) -> str:
+        """The name, without ``.out``/``.err``, of the files a single job named ``name`` with id ``job_id``
+        writes under its output directory, as hpcjobs's generated directives name them (default: ``name``,
+        PBS's ``-o <output_dir>/<name>.out``)."""
+        return name
+
+    def array_log_stem(self, base: Path, name: str, sweep_id: str, chunk: int | None, array_job_id: str | None,
+                       array_index: int) -> Path | None:
+        """The scheduler's own output file of one array task of a sweep's chunk, under the output folder
+        ``base``, without ``.out``/``.err`` (default ``None``: it cannot be named)."""
+        return None
+
+    def chunk_log_directives(self, output_dir: str, sweep_id: str, chunk: int,
+                             own_directives: Sequence[str]) -> tuple[str, ...]:
+        """Directives added after the generated ones of a sweep's chunk so that chunks do not write to each
+        other's log files, leaving a flag of ``own_directives`` (the experiment's) as it is (default: none)."""
+        return ()
+
+    def run_folders_mounted(self, site: SiteConfig) -> bool:
+        """Whether the job sees the submit directory, so that the log files its script writes there are
+        read from here (default: ``True``; a container may not mount it)."""
+        return True
+
+    def tag_query_hint(self, name: str) -> str:
+        """The command a person runs to list the jobs of sweep ``name`` with their hpcjobs tags (in a message
+        on a broken ledger; default: PBS's)."""
+        return "qstat -x -f | grep HPCJOBS_TAG"
 
 
 def job_key_of(backend: BaseBackend) -> Callable[[str], str] | None:

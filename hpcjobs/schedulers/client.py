@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from hpcjobs import process
 from hpcjobs.errors import CommandError, HpcJobsError, printable, reading_output_of
-from hpcjobs.schedulers.base import ClusterLimits, JobStatus, SchedulerBackend, SubmitOptions
+from hpcjobs.schedulers.base import ClusterLimits, JobStatus, SchedulerBackend, SubmitOptions, UnsupportedCommand
 from hpcjobs.states import TERMINAL_STATES
 
 if TYPE_CHECKING:
@@ -357,3 +357,20 @@ def all_terminal(records: Sequence[JobStatus]) -> bool:
     """True when every record is in a terminal state and no array range is still collapsed (pending)."""
     return all(r.state in TERMINAL_STATES and r.array_task_spec is None for r in records)
 
+
+
+def client_for(scheduler: str) -> SchedulerClient:
+    """A client for the backend of scheduler family ``scheduler`` (``slurm``, ``pbspro``, ``torque``...).
+
+    Raises:
+        ConfigError: No backend of that name.
+        UnsupportedCommand: Its points run here (``runs_here``, the local runner): it has no commands to
+            run, and asking for its client is a bug (check ``capabilities.runs_here`` first).
+    """
+    from hpcjobs.schedulers.registry import get_backend
+
+    backend = get_backend(scheduler)
+    if backend.capabilities.runs_here:
+        raise UnsupportedCommand(f"{scheduler}: its points run as processes of this machine, with no scheduler "
+                                 "commands; it has no scheduler client (ask capabilities.runs_here first)")
+    return SchedulerClient(backend)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.schedulers.base import CAPABILITY_HOOKS, BaseBackend, Capabilities, JobEnv
 from hpcjobs.schedulers.kubernetes.backend import KubernetesBackend
+from hpcjobs.schedulers.local.backend import LocalBackend
 from hpcjobs.schedulers.pbs.backend import PbsProBackend, TorqueBackend
 from hpcjobs.schedulers.slurm.backend import SlurmBackend
 from hpcjobs.schedulers.swarm.backend import SwarmBackend
@@ -19,15 +20,10 @@ from hpcjobs.schedulers.swarm.backend import SwarmBackend
 #: The entry point group out-of-tree backends register under.
 ENTRY_POINT_GROUP = "hpcjobs.schedulers"
 
-#: What the local runner (``site: local``, points run as processes of this machine) can do.
-LOCAL_CAPABILITIES = Capabilities()
-#: What a point run by the local runner finds in its environment (``#`` lines are comments).
-LOCAL_JOB_ENV = JobEnv(job_id_var="HPCJOBS_JOB_ID", array_index_var="HPCJOBS_ARRAY_INDEX", directive_prefix="#")
-
 #: Class attributes every backend sets.
 REQUIRED_ATTRIBUTES = ("name", "directive_prefix", "array_index_var", "job_id_var", "job_id_pattern",
                        "job_id_grammar")
-#: Commands every backend implements itself.
+#: Commands every backend implements itself, but one that runs its points here (``runs_here``: none of them).
 REQUIRED_HOOKS = ("submit_argv", "parse_submit", "status_argv", "parse_status", "cancel_argv",
                   "tag_query_argvs", "parse_tag_query")
 
@@ -40,17 +36,24 @@ def contract_problems(backend: object) -> list[str]:
     """What ``backend`` lacks of the contract: ``[]`` when it meets it.
 
     A backend is a :class:`BaseBackend`; it sets :data:`REQUIRED_ATTRIBUTES`, overrides
-    :data:`REQUIRED_HOOKS`, and for each capability of :data:`CAPABILITY_HOOKS` overrides that
-    capability's hooks exactly when the capability is on (``job_ids_as_text`` exactly when it is off).
+    :data:`REQUIRED_HOOKS` (none of them when it runs its points here, ``runs_here``: they keep raising
+    :class:`~hpcjobs.schedulers.base.UnsupportedCommand`), and for each capability of
+    :data:`CAPABILITY_HOOKS` overrides that capability's hooks exactly when the capability is on
+    (``job_ids_as_text`` exactly when it is off).
     """
     if not isinstance(backend, BaseBackend):
         return [f"{type(backend).__name__} is not a BaseBackend"]
     cls = type(backend)
     problems = [f"class attribute {a} is not set" for a in REQUIRED_ATTRIBUTES if not hasattr(cls, a)]
-    problems += [f"{h} is not implemented" for h in REQUIRED_HOOKS if getattr(cls, h) is getattr(BaseBackend, h)]
     caps = backend.capabilities
     if not isinstance(caps, Capabilities):
         return [*problems, "capabilities is not a Capabilities"]
+    for hook in REQUIRED_HOOKS:
+        given = getattr(cls, hook) is not getattr(BaseBackend, hook)
+        if caps.runs_here and given:
+            problems.append(f"{hook} is implemented but capability runs_here says there is no scheduler")
+        elif not caps.runs_here and not given:
+            problems.append(f"{hook} is not implemented")
     for flag, hooks in CAPABILITY_HOOKS.items():
         wanted = getattr(caps, flag) != (flag == "job_ids_as_text")
         for hook in hooks:
@@ -82,7 +85,7 @@ def register(backend: BaseBackend) -> BaseBackend:
     return backend
 
 
-for _backend in (SlurmBackend(), PbsProBackend(), TorqueBackend(), SwarmBackend(), KubernetesBackend()):
+for _backend in (SlurmBackend(), PbsProBackend(), TorqueBackend(), SwarmBackend(), KubernetesBackend(), LocalBackend()):
     register(_backend)
 _entry_points_loaded = False
 
@@ -111,7 +114,12 @@ def get_backend(name: str) -> BaseBackend:
         return BACKENDS[name]
     except KeyError:
         raise ConfigError(ConfigProblem(f"no scheduler backend {name!r}", key="scheduler",
-                                        choices=tuple(BACKENDS))) from None
+                                        choices=scheduler_names())) from None
+
+
+def scheduler_names() -> tuple[str, ...]:
+    """The names of the registered backends that are schedulers (the local runner, ``runs_here``, is not)."""
+    return tuple(n for n, b in BACKENDS.items() if not b.capabilities.runs_here)
 
 
 def capabilities_of(scheduler: str) -> Capabilities:
@@ -120,8 +128,6 @@ def capabilities_of(scheduler: str) -> Capabilities:
     Raises:
         ConfigError: No backend of that name.
     """
-    if scheduler == "local":
-        return LOCAL_CAPABILITIES
     return get_backend(scheduler).capabilities
 
 
@@ -131,8 +137,6 @@ def job_env_of(scheduler: str) -> JobEnv:
     Raises:
         ConfigError: No backend of that name.
     """
-    if scheduler == "local":
-        return LOCAL_JOB_ENV
     return get_backend(scheduler).job_env
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from hpcjobs import states
 from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError
-from hpcjobs.schedulers.client import SchedulerClient
-from hpcjobs.submit import client_for
+from hpcjobs.schedulers.client import SchedulerClient, client_for
+from hpcjobs.schedulers.registry import capabilities_of
 from hpcjobs.sweep.identity import find_sweep, ledger_digest, settle_identity
 from hpcjobs.sweep.ledger import Ledger, PointRecord
 from hpcjobs.sweep.listing import SweepListing, SweepSummary, list_sweeps
@@ -72,8 +72,9 @@ def run_sweep(
                              ask_scheduler=not dry_run, refresh_site=refresh_site)
     prepared = settle_identity(prepared, overrides=overrides, sweep_args=sweep_args, new=new, force=force,
                                strict=not dry_run)
+    runs_here = capabilities_of(prepared.site.scheduler).runs_here
     if dry_run:
-        if prepared.site.scheduler == "local":
+        if runs_here:
             return prepared, _local_dry_run(prepared)
         deps, _records = settle_upstreams(*_upstream_args(prepared), _recorded_upstreams(prepared.folder), None,
                                          cli_after, prepared.site.name)
@@ -82,7 +83,7 @@ def run_sweep(
         return prepared, sub.submit(dry_run=True)
     how = {"overrides": list(overrides), "sweep_args": list(sweep_args), "site_arg": site,
            "submit_dir": str(prepared.submit_dir), "throttle": throttle}
-    c = client or (client_for(prepared.site.scheduler) if prepared.site.scheduler != "local" else None)
+    c = client or (None if runs_here else client_for(prepared.site.scheduler))
     upstreams = None
     if not (prepared.folder / "ledger.sqlite").is_file():  # a new sweep: a missing upstream stops it unwritten
         upstreams = settle_upstreams(*_upstream_args(prepared), (), c, cli_after, prepared.site.name)
@@ -96,7 +97,7 @@ def run_sweep(
 
         write_results_spec(prepared.folder, result_sources(prepared.experiment.results),
                            output_dir=prepared.job.output_dir)
-        if prepared.site.scheduler == "local":
+        if runs_here:
             if detach:
                 return prepared, _detach_local(prepared, workers)
             from hpcjobs.sweep.local import run_local
@@ -299,7 +300,7 @@ def sweep_status(name: str | Path, *, root: str | Path | None = None, poll: bool
             logging.getLogger("hpcjobs.sweep").warning(
                 "the ledger %s is read-only for you: showing the scheduler's answer without recording it", ledger.path)
         cancelled: list[str] = []
-        if poll and meta.scheduler != "local":
+        if poll and not capabilities_of(meta.scheduler).runs_here:
             from hpcjobs.sweep.pipeline import cancel_blocked
 
             c = client or client_for(meta.scheduler)
@@ -325,13 +326,14 @@ def cancel_sweep(name: str | Path, *, root: str | Path | None = None,
     with Ledger.open(folder) as ledger:
         meta = ledger.meta
         c = None
+        runs_here = capabilities_of(meta.scheduler).runs_here
         recorded = [s.job_id for s in ledger.live_submissions(with_unseated=False) if s.job_id]
-        if recorded and meta.scheduler != "local":  # the recorded ids are checked before anything changes
+        if recorded and not runs_here:  # the recorded ids are checked before anything changes
             c = client or client_for(meta.scheduler)
             c.backend.check_job_ids(recorded)
         ledger.cancel_pending()
         ids = [s.job_id for s in ledger.live_submissions(with_unseated=False) if s.job_id]
-        if meta.scheduler == "local":
+        if runs_here:
             return _cancel_local(ledger)
         if ids:
             c = c or client or client_for(meta.scheduler)
@@ -377,8 +379,9 @@ def resubmit_sweep(
                                             key="resources.walltime"))
         extra.append(f"resources.walltime={format_walltime_slurm(int(base.job.walltime * scale_walltime))}")
     prepared = prepared_from_ledger(folder, extra_overrides=extra, force=force)
+    runs_here = capabilities_of(prepared.site.scheduler).runs_here
     with Ledger.open(folder) as ledger:
-        c = client or (client_for(prepared.site.scheduler) if prepared.site.scheduler != "local" else None)
+        c = client or (None if runs_here else client_for(prepared.site.scheduler))
         if c is not None:
             poll_status(ledger, c)
         chosen = ledger.points(list(which))
@@ -391,7 +394,7 @@ def resubmit_sweep(
                             len(queued), ", ".join(f"{p} (job {j})" for p, j in list(queued.items())[:10]))
             chosen = [p for p in chosen if p.point_id not in queued]
         reset = ledger.reset_for_resubmit([p.point_id for p in chosen])
-        if prepared.site.scheduler == "local":
+        if runs_here:
             from hpcjobs.sweep.local import run_local
 
             return prepared, run_local(prepared, ledger), reset

@@ -31,6 +31,7 @@ from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.render.script import detect_current_site
 from hpcjobs.resolve import ResolvedJob, resolve
 from hpcjobs.schedulers.base import JobStatus
+from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.states import JobTag
 from hpcjobs.sweep.chunks import chunk_capacity, plan_chunks
 from hpcjobs.sweep.expand import Point, expand
@@ -46,7 +47,8 @@ def call_with_params(fn: Callable[..., Any], params: Mapping[str, Any]) -> Any:
 
 
 def executor_parameters(job: ResolvedJob) -> dict[str, Any]:
-    """submitit ``AutoExecutor`` parameters for a resolved job."""
+    """submitit ``AutoExecutor`` parameters for a resolved job (the scheduler's own from its backend's
+    :meth:`~hpcjobs.schedulers.base.BaseBackend.submitit_parameters`)."""
     params: dict[str, Any] = {
         "name": job.name,
         "nodes": job.nodes,
@@ -59,19 +61,7 @@ def executor_parameters(job: ResolvedJob) -> dict[str, Any]:
         params["mem_gb"] = job.memory_per_node / 1024**3
     if job.gpus_per_node:
         params["gpus_per_node"] = job.gpus_per_node
-    if job.scheduler == "slurm":
-        if job.scheduler_partition:
-            params["slurm_partition"] = job.scheduler_partition
-        if job.account:
-            params["slurm_account"] = job.account
-        if job.qos:
-            params["slurm_qos"] = job.qos
-        if job.gpus_per_node and job.gpu_type:
-            params.pop("gpus_per_node")
-            params["slurm_gres"] = f"gpu:{job.gpu_type}:{job.gpus_per_node}"
-        if job.site.environment:
-            params["slurm_setup"] = [f"export {k}={v!r}" for k, v in job.site.environment.items()]
-    return params
+    return get_backend(job.scheduler).submitit_parameters(job, params)
 
 
 @dataclass
@@ -139,7 +129,9 @@ def sweep_function(
     exp = Experiment.model_validate({"name": name, "command": "python (submitit)", "resources": dict(resources or {}),
                                      "partition": partition, "account": account, "qos": qos})
     site_config = load_site(site or detect_current_site(ask_scheduler=True))
-    if site_config.scheduler not in ("slurm", "local"):
+    backend = get_backend(site_config.scheduler)
+    cluster = backend.submitit_cluster
+    if cluster is None:
         raise ConfigError(ConfigProblem(f"function sweeps run through submitit, which supports Slurm and local "
                                         f"execution, not {site_config.scheduler}", key="site"))
     job = resolve(exp, site_config)
@@ -151,17 +143,15 @@ def sweep_function(
     meta = SweepMeta(sweep_id=sweep_id, experiment_path=f"python:{fn.__module__}.{fn.__qualname__}",
                      experiment_sha256=experiment_sha256(identity), site=site_config.name,
                      scheduler=site_config.scheduler, extra={"name": name, "kind": "function"})
-    cluster = "slurm" if site_config.scheduler == "slurm" else "local"
     executor = submitit.AutoExecutor(folder=folder / "submitit" / "%j", cluster=cluster)
     executor.update_parameters(**executor_parameters(job))
     if throttle:
         executor.update_parameters(slurm_array_parallelism=throttle)
     limit = max_array_size or site_config.limits.max_array_size
-    if limit is None and cluster == "slurm":
+    if limit is None and backend.capabilities.cluster_limits:
         from hpcjobs.schedulers.client import SchedulerClient
-        from hpcjobs.schedulers.registry import get_backend
 
-        limit = SchedulerClient(get_backend("slurm")).limits().max_array_size
+        limit = SchedulerClient(backend).limits().max_array_size
     result = FunctionSweep(sweep_id, folder, [])
     with Ledger.create(folder, meta, points) as ledger, ledger.lock():
         by_id = {p.point_id: p for p in points}
@@ -170,8 +160,9 @@ def sweep_function(
         for chunk in plan_chunks(pending, chunk_capacity(limit), max(used) + 1 if used else 0):
             token = new_token()
             tag = JobTag(sweep_id, chunk.number, token).render()
-            if cluster == "slurm":
-                executor.update_parameters(slurm_comment=tag)
+            chunk_parameters = backend.submitit_chunk_parameters(tag)
+            if chunk_parameters:
+                executor.update_parameters(**chunk_parameters)
             # submitit submits a batch of one as a plain job, of several as an array
             ledger.plan_chunk(chunk.point_ids, chunk.number, token=token, argv=["submitit", cluster, tag],
                               array=chunk.size > 1)

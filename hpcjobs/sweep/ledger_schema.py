@@ -478,8 +478,9 @@ def refuse_schemaless(folder: Path, meta: SweepMeta) -> None:
         return
     name = meta.extra.get("name") or meta.sweep_id.rsplit("-", 1)[0]
     tag = f"hpcjobs:{meta.sweep_id}:"
-    look = (f"squeue --me --name={name} --format=%F|%k (and sacct -X --name={name} --format=JobID,Comment,State)"
-            if meta.scheduler == "slurm" else "qstat -x -f | grep HPCJOBS_TAG")
+    from hpcjobs.schedulers.registry import get_backend
+
+    look = get_backend(meta.scheduler).tag_query_hint(name)
     found = ", ".join(traces) or "no other files"
     raise ConfigError(ConfigProblem(
         f"the sweep ledger is {what}, but the folder {folder} holds {found} from an earlier run: jobs it "

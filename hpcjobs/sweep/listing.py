@@ -21,6 +21,7 @@ from hpcjobs import states
 from hpcjobs.errors import HpcJobsError, LedgerError
 from hpcjobs.schedulers.base import job_key_of
 from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.schedulers.registry import capabilities_of
 from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.sweep.identity import SweepRoot, find_sweep_root, sweep_folders
 from hpcjobs.sweep.ledger import Ledger
@@ -80,7 +81,7 @@ def list_sweeps(root: str | Path | None = None, *, poll: bool = False,
     Args:
         root: The root (default: found as :func:`hpcjobs.sweep.identity.find_sweep_root` says).
         poll: Ask the scheduler (else the ledgers alone are read).
-        client_for: Scheduler family → client (default: :func:`hpcjobs.submit.client_for`).
+        client_for: Scheduler family → client (default: :func:`hpcjobs.schedulers.client.client_for`).
     """
     where = find_sweep_root(root)
     listing = SweepListing(where)
@@ -92,7 +93,7 @@ def list_sweeps(root: str | Path | None = None, *, poll: bool = False,
             try:
                 with Ledger.open(d, allow_read_only=True) as ledger:
                     schedulers[d] = ledger.meta.scheduler
-                    if schedulers[d] != "local":
+                    if not capabilities_of(schedulers[d]).runs_here:
                         live[d] = _live_ids(ledger)
             except LedgerError:
                 continue
@@ -103,7 +104,7 @@ def list_sweeps(root: str | Path | None = None, *, poll: bool = False,
     for family in sorted({schedulers[d] for d in live if live[d]}):
         ids = sorted({j for d, js in live.items() if schedulers[d] == family for j in js})
         if client_for is None:
-            from hpcjobs.submit import client_for as default_client_for
+            from hpcjobs.schedulers.client import client_for as default_client_for
 
             client_for = default_client_for
         client = clients[family] = client_for(family)

@@ -114,12 +114,10 @@ def scheduler_log_stem(scheduler: str, *, submit_dir: str | None, output_dir: st
     """The scheduler's output file of one array task, without ``.out``/``.err`` (``None``: cannot be named)."""
     if not (submit_dir and output_dir) or array_index is None:
         return None
-    base = Path(submit_dir) / output_dir
-    if scheduler in ("slurm", "local") and array_job_id:
-        return base / f"{name}-{array_job_id}_{array_index}"
-    if scheduler == "pbspro" and chunk is not None:
-        return base / f"{sweep_id}.{chunk}.{array_index}"
-    return None
+    from hpcjobs.schedulers.registry import get_backend
+
+    return get_backend(scheduler).array_log_stem(Path(submit_dir) / output_dir, name, sweep_id, chunk, array_job_id,
+                                                 array_index)
 
 
 def single_job_log_paths(scheduler: str, name: str, output_dir: str, job_id: str,
@@ -130,11 +128,11 @@ def single_job_log_paths(scheduler: str, name: str, output_dir: str, job_id: str
     Torque: ``<output_dir>/<name>.out`` (``-o``; copied there when the job ends, unless the site
     writes directly); Docker Swarm and Kubernetes: ``<output_dir>/<name>-<service or chunk name>.out``
     (the script sends its output there, in the mounted submit directory); relative to the submit directory.
+    Each backend names its stem (:meth:`~hpcjobs.schedulers.base.BaseBackend.single_log_stem`).
     """
-    if scheduler in ("swarm", "kubernetes"):  # written by the script (templates/swarm.sh.j2, kubernetes.sh.j2)
-        stem = f"{name}-{job_id.rsplit('/', 1)[-1]}"
-    else:
-        stem = f"{name}-{job_id.split('.')[0]}" if scheduler in ("slurm", "local") else name
+    from hpcjobs.schedulers.registry import get_backend
+
+    stem = get_backend(scheduler).single_log_stem(name, job_id)
     base = Path(submit_dir) / output_dir
     return base / f"{stem}.out", base / f"{stem}.err"
 

@@ -275,7 +275,7 @@ def resolve_upstreams(specs: Sequence[UpstreamSpec], *, scheduler: str, root: st
             if meta.scheduler != scheduler:
                 raise _problem(spec, f"upstream {meta.sweep_id} ran on {meta.scheduler} (site {meta.site}); this "
                                      f"runs on {scheduler}: a job can only wait for jobs of its own scheduler")
-            if client is not None and meta.scheduler != "local":
+            if client is not None and not capabilities_of(meta.scheduler).runs_here:
                 poll_status(ledger, client)
             out.append(ResolvedUpstream(spec, meta.sweep_id, folder, _wait_list(spec, ledger, scheduler)))
     return out

@@ -38,7 +38,7 @@ from hpcjobs.render.script import load_site_for, render_job
 from hpcjobs.render.shellvalue import shell_word
 from hpcjobs.resolve import ResolvedJob, resolve
 from hpcjobs.schedulers.base import ArraySpec
-from hpcjobs.schedulers.registry import job_env_of
+from hpcjobs.schedulers.registry import get_backend, job_env_of
 from hpcjobs.sweep.chunk_files import env_file_text, write_chunk_files
 from hpcjobs.sweep.chunks import Chunk
 from hpcjobs.sweep.expand import Point, point_env_lines
@@ -162,7 +162,7 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
     from hpcjobs.sweep.pack import active_pack, packed_array_job
 
     if active_pack(prepared) is not None:  # several points per task
-        return packed_array_job(prepared, chunk, size, throttle, base, _pbs_chunk_logs(prepared, chunk, base))
+        return packed_array_job(prepared, chunk, size, throttle, base, _chunk_logs(prepared, chunk, base))
     index_var = job_env_of(prepared.site.scheduler).array_index_var
     folder = shell_word(str(prepared.folder))
     preamble = (
@@ -173,22 +173,14 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
         *run_folder_lines(),
     )
     return replace(base, setup=preamble + base.setup, array=ArraySpec(0, size - 1, throttle=throttle),
-                   extra_directives=base.extra_directives + _pbs_chunk_logs(prepared, chunk, base))
+                   extra_directives=base.extra_directives + _chunk_logs(prepared, chunk, base))
 
 
-def _pbs_chunk_logs(prepared: PreparedSweep, chunk: int, job: ResolvedJob) -> tuple[str, ...]:
-    """PBS Pro ``-o``/``-e`` naming the sweep and chunk, so that chunks do not overwrite each other's logs.
-
-    PBS expands only ``^array_index^`` in an output path (no job id, unlike Slurm's ``%A``), so the
-    generic ``<name>.^array_index^.out`` of every chunk of a sweep (indices restart at 0 in each)
-    would be the same file. qsub keeps the last of repeated ``#PBS -o`` lines, so these, added after
-    the generated ones, win; a user's own ``-o``/``-e`` directive is left as it is.
-    """
-    if prepared.site.scheduler != "pbspro":
-        return ()
-    own = {d.split()[0] for d in job.extra_directives if d.split()}
-    stem = f"{job.output_dir}/{prepared.sweep_id}.{chunk}.^array_index^"
-    return tuple(f"-{k} {stem}.{ext}" for k, ext in (("o", "out"), ("e", "err")) if f"-{k}" not in own)
+def _chunk_logs(prepared: PreparedSweep, chunk: int, job: ResolvedJob) -> tuple[str, ...]:
+    """The directives that keep the chunk's log files apart from other chunks' (PBS Pro's ``-o``/``-e``:
+    :meth:`~hpcjobs.schedulers.base.BaseBackend.chunk_log_directives`)."""
+    return get_backend(prepared.site.scheduler).chunk_log_directives(job.output_dir, prepared.sweep_id, chunk,
+                                                                     job.extra_directives)
 
 
 def chunk_script_text(prepared: PreparedSweep, chunk: int, size: int, throttle: int | None, token: str,

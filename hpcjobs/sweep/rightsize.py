@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpcjobs import states
 from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.schedulers.registry import capabilities_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -138,7 +139,7 @@ def load_history(sweep: str | None = None, *, name: str | None = None, from_file
     ids = tuple(m.sweep_id for m in metas)
     if from_file is None:
         scheduler = scheduler or metas[-1].scheduler
-        if scheduler == "local":
+        if capabilities_of(scheduler).runs_here:
             raise ConfigError(f"sweep {ids[-1]} ran on the local site, which keeps no scheduler accounting; "
                               "give --from-file with saved accounting instead")
     if since is None and from_file is None:
@@ -348,7 +349,7 @@ def right_size_resubmit(
         The prepared sweep (with the new shapes), the advice, the per-point changes, the submission
         report (``None`` on a dry run) and how many points were reset.
     """
-    from hpcjobs.submit import client_for
+    from hpcjobs.schedulers.client import client_for
     from hpcjobs.sweep.api import prepared_from_ledger
     from hpcjobs.sweep.identity import find_sweep
     from hpcjobs.sweep.ledger import Ledger
@@ -356,7 +357,7 @@ def right_size_resubmit(
 
     folder = find_sweep(name, root)
     base = prepared_from_ledger(folder, force=force)
-    if base.site.scheduler == "local":
+    if capabilities_of(base.site.scheduler).runs_here:
         raise ConfigError("--right-size needs a scheduler's accounting; a local sweep has none")
     c = client or client_for(base.site.scheduler)
     with Ledger.open(folder) as ledger:

@@ -52,7 +52,8 @@ from hpcjobs.errors import (
     SubmitError,
 )
 from hpcjobs.schedulers.base import JobDependency, SubmitOptions
-from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.schedulers.client import SchedulerClient, client_for
+from hpcjobs.schedulers.registry import capabilities_of
 from hpcjobs.states import JobTag, new_token
 from hpcjobs.sweep.identity import IDENTITY_SCHEME, experiment_digest, sweep_folders
 from hpcjobs.sweep.ledger import LEDGER_FILE, Ledger, SweepMeta
@@ -140,7 +141,7 @@ def prepare_single(path: str | Path, *, site: str | None = None, overrides: Sequ
     site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler, refresh_site=refresh_site)
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
     rendered = render_job(job, template=experiment.template)
-    if job.scheduler == "local":
+    if capabilities_of(job.scheduler).runs_here:
         raise ConfigError(ConfigProblem(
             f"site {job.site.name!r} has no scheduler to submit to: run it here with `hpcjobs sweep` (the local "
             "runner), or pass --site with a Slurm or PBS site (`hpcjobs site list`, `hpcjobs site init`)",
@@ -210,7 +211,7 @@ def submit_single(path: str | Path, *, site: str | None = None, overrides: Seque
     """
     request = prepare_single(path, site=site, overrides=overrides, root=root, submit_dir=submit_dir,
                              refresh_site=refresh_site, new=new)
-    c = client or _client_for(request.site.scheduler)
+    c = client or client_for(request.site.scheduler)
     from hpcjobs.sweep.pipeline import parse_after_option
 
     cli_after = tuple(parse_after_option(a) for a in after)
@@ -229,12 +230,6 @@ def _upstreams(request: SingleRequest, recorded: Sequence[Any], client: Schedule
 
     return settle_upstreams(request.experiment, request.experiment_path, request.site.scheduler,
                             request.folder.parent.parent, recorded, client, cli_after, request.site.name)
-
-
-def _client_for(scheduler: str) -> SchedulerClient:
-    from hpcjobs.submit import client_for
-
-    return client_for(scheduler)
 
 
 def _retry_policy(lookup_s: float | None) -> Any:
@@ -444,7 +439,7 @@ def resubmit_single(folder: str | Path, *, which: Sequence[str] = tuple(sorted(s
     if experiment_digest(planned) != meta.experiment_sha256 and not force:
         raise LedgerError(f"{meta.experiment_path} changed since job {meta.sweep_id} was submitted; use --force to "
                           "go on with the new text")
-    c = client or _client_for(request.site.scheduler)
+    c = client or client_for(request.site.scheduler)
     with Ledger.open(d) as ledger:
         return _submit_request(request, ledger, c, lookup_s=lookup_s, sleep=sleep, user=user, reset=tuple(which))
 

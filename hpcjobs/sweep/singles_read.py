@@ -25,7 +25,8 @@ from typing import Any
 
 from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError, UnsafePathError
 from hpcjobs.safe_files import open_own_file, read_regular
-from hpcjobs.schedulers.client import SchedulerClient
+from hpcjobs.schedulers.client import SchedulerClient, client_for
+from hpcjobs.schedulers.registry import capabilities_of
 from hpcjobs.sweep.identity import find_sweep_root, name_of, sweep_folders
 from hpcjobs.sweep.ledger import Ledger, PointRecord
 from hpcjobs.sweep.logs import single_job_log_paths
@@ -178,11 +179,9 @@ def settle_exit_code(folder: str | Path, client: SchedulerClient | None = None) 
         meta = ledger.meta
         (point,) = ledger.points()[:1] or (None,)
         if (meta.extra.get("kind") != KIND or point is None or point.exit_code is not None or not point.job_id
-                or point.state not in states.TERMINAL_STATES or meta.scheduler == "local"):
+                or point.state not in states.TERMINAL_STATES or capabilities_of(meta.scheduler).runs_here):
             return False
         if client is None:
-            from hpcjobs.submit import client_for
-
             client = client_for(meta.scheduler)
         try:
             poll_status(ledger, client, active_only=False)

@@ -53,9 +53,10 @@ UPWARD: frozenset[tuple[str, str]] = frozenset({
 CYCLES: frozenset[tuple[str, ...]] = frozenset({
     ("hpcjobs.analysis", "hpcjobs.sweep.results"),
     ("hpcjobs.config.site_check", "hpcjobs.render.script"),
-    ("hpcjobs.submit", "hpcjobs.sweep.api", "hpcjobs.sweep.identity", "hpcjobs.sweep.listing", "hpcjobs.sweep.local",
+    ("hpcjobs.submit", "hpcjobs.sweep.singles"),
+    ("hpcjobs.sweep.api", "hpcjobs.sweep.identity", "hpcjobs.sweep.listing", "hpcjobs.sweep.local",
      "hpcjobs.sweep.logs", "hpcjobs.sweep.pack", "hpcjobs.sweep.pipeline", "hpcjobs.sweep.prepare",
-     "hpcjobs.sweep.singles", "hpcjobs.sweep.singles_read", "hpcjobs.sweep.submitter"),
+     "hpcjobs.sweep.singles_read", "hpcjobs.sweep.submitter"),
     ("hpcjobs.sweep.expand", "hpcjobs.sweep.stream", "hpcjobs.sweep.values"),
     ("hpcjobs.sweep.limits", "hpcjobs.sweep.spec"),
 })

@@ -15,22 +15,33 @@ from pathlib import Path
 
 import pytest
 
-from hpcjobs.schedulers.base import CAPABILITY_HOOKS, BaseBackend, Capabilities, SubmitOptions, UnsupportedCommand
+from hpcjobs.schedulers.base import (
+    CAPABILITY_HOOKS,
+    BaseBackend,
+    Capabilities,
+    JobEnv,
+    SubmitOptions,
+    UnsupportedCommand,
+)
+from hpcjobs.schedulers.client import client_for
 from hpcjobs.schedulers.registry import (
     BACKENDS,
-    LOCAL_CAPABILITIES,
     REQUIRED_HOOKS,
     BackendContractError,
     capabilities_of,
     contract_problems,
     get_backend,
+    job_env_of,
     register,
+    scheduler_names,
 )
 
 NAMES = sorted(BACKENDS)
 #: Hooks whose default is an ordinary answer rather than :class:`UnsupportedCommand`.
 NEUTRAL_DEFAULTS = frozenset({"same_job", "job_key", "command_path", "submit_argv_in", "parse_submit_for",
                               "needs_server_version", "cancel_argvs"})
+#: Neutral defaults that call a required hook (so say so too where there are none, ``runs_here``).
+DELEGATING_DEFAULTS = frozenset({"submit_argv_in", "parse_submit_for", "cancel_argvs"})
 
 
 @pytest.fixture(params=NAMES)
@@ -38,15 +49,17 @@ def backend(request: pytest.FixtureRequest) -> BaseBackend:
     return BACKENDS[request.param]
 
 
-def test_the_registry_holds_the_five_schedulers() -> None:
-    assert NAMES == ["kubernetes", "pbspro", "slurm", "swarm", "torque"]
+def test_the_registry_holds_the_five_schedulers_and_the_local_runner() -> None:
+    assert NAMES == ["kubernetes", "local", "pbspro", "slurm", "swarm", "torque"]
     assert all(get_backend(n).name == n for n in NAMES)
+    assert [n for n in NAMES if BACKENDS[n].capabilities.runs_here] == ["local"]
+    assert sorted(scheduler_names()) == ["kubernetes", "pbspro", "slurm", "swarm", "torque"]
 
 
 def test_backend_meets_the_contract(backend: BaseBackend) -> None:
     assert contract_problems(backend) == []
     assert isinstance(backend.capabilities, Capabilities)
-    assert re.fullmatch(r"#[A-Z0-9]+", backend.directive_prefix)
+    assert re.fullmatch(r"#[A-Z0-9]*" if backend.capabilities.runs_here else r"#[A-Z0-9]+", backend.directive_prefix)
     assert re.fullmatch(r"[A-Z_][A-Z0-9_]*", backend.array_index_var)
     assert backend.job_id_grammar and backend.job_id_pattern.pattern
 
@@ -63,7 +76,7 @@ def test_undeclared_commands_say_so(backend: BaseBackend) -> None:
         if getattr(caps, flag) or flag == "job_ids_as_text":
             continue
         for hook in hooks:
-            if hook in NEUTRAL_DEFAULTS:
+            if hook in NEUTRAL_DEFAULTS and not (caps.runs_here and hook in DELEGATING_DEFAULTS):
                 _call(backend, hook)  # a plain answer: the command's ordinary form, False, the id itself
             else:
                 with pytest.raises(UnsupportedCommand, match=backend.name):
@@ -75,7 +88,8 @@ def _call(backend: BaseBackend, hook: str) -> object:
             "logs_argv": ("123",), "same_job": ("1", "1"), "job_key": ("1",), "command_path": ("qsub", {}),
             "needs_server_version": (Path("x.sh"),), "parse_user_limits": ("",),
             "submit_argv_in": (Path("x.sh"), SubmitOptions(), Path(".")), "parse_submit_for": (["x"], "1\n"),
-            "start_estimate_argv": (Path("x.sh"), "p", None), "parse_start_estimate": ("", 1), "queue_state_argv": ()}
+            "start_estimate_argv": (Path("x.sh"), "p", None), "parse_start_estimate": ("", 1), "queue_state_argv": (),
+            "submit_argv": (Path("x.sh"), SubmitOptions())}
     fn = getattr(backend, hook)
     if hook in args:
         return fn(*args[hook])
@@ -84,8 +98,21 @@ def _call(backend: BaseBackend, hook: str) -> object:
     return fn("")
 
 
+def test_a_backend_that_runs_here_has_no_commands(backend: BaseBackend) -> None:
+    if not backend.capabilities.runs_here:
+        assert all(getattr(type(backend), h) is not getattr(BaseBackend, h) for h in REQUIRED_HOOKS)
+        return
+    for hook in REQUIRED_HOOKS:
+        with pytest.raises(UnsupportedCommand, match=backend.name):
+            _call(backend, hook)
+    with pytest.raises(UnsupportedCommand, match="no scheduler client"):
+        client_for(backend.name)
+
+
 def test_declared_argv_hooks_build_commands(backend: BaseBackend) -> None:
     caps = backend.capabilities
+    if caps.runs_here:
+        return  # no commands at all (test_a_backend_that_runs_here_has_no_commands)
     for flag in ("status_fallback", "cluster_limits", "user_limits", "qos_limits", "queued_count", "logs_command",
                  "server_version", "start_estimate", "queue_states"):
         if getattr(caps, flag):
@@ -99,14 +126,14 @@ def test_declared_argv_hooks_build_commands(backend: BaseBackend) -> None:
 
 
 def _ids(backend: BaseBackend) -> list[str]:
-    for candidate in ("123", "123.server", "hpcjobs-abc-0-0123456789abcdef", "sweep-abc.0.tok"):
+    for candidate in ("123", "123.server", "hpcjobs-abc-0-0123456789abcdef", "sweep-abc.0.tok", "local-12-0abc"):
         if backend.valid_job_id(candidate):
             return [candidate]
     raise AssertionError(f"{backend.name}: none of the sample ids is valid")
 
 
 def test_submit_in_folder_gives_the_same_command_family(backend: BaseBackend, tmp_path: Path) -> None:
-    if backend.capabilities.submit_in_folder:
+    if backend.capabilities.submit_in_folder or backend.capabilities.runs_here:
         return  # Swarm and Kubernetes read the script's directives: their own tests cover it
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/bash\n")
@@ -118,8 +145,10 @@ def test_capabilities_are_consistent() -> None:
         Capabilities(dependencies=True)
     with pytest.raises(ValueError, match="failed_upstream"):
         Capabilities(failed_upstream="sometimes")
-    assert capabilities_of("local") is LOCAL_CAPABILITIES and not LOCAL_CAPABILITIES.packing
+    assert capabilities_of("local") is BACKENDS["local"].capabilities and not capabilities_of("local").packing
+    assert capabilities_of("local").runs_here and not capabilities_of("slurm").runs_here
     assert capabilities_of("slurm") is BACKENDS["slurm"].capabilities
+    assert job_env_of("local") == JobEnv("HPCJOBS_JOB_ID", "HPCJOBS_ARRAY_INDEX", "#")
 
 
 class _Half(BaseBackend):
@@ -145,4 +174,16 @@ def test_register_refuses_a_backend_that_breaks_the_contract() -> None:
     with pytest.raises(BackendContractError, match="_Half"):
         register(_Half())
     assert "half" not in BACKENDS
+
+
+class _HereWithCommands(_Half):
+    name = "here"
+    job_id_var = "HERE_JOB"
+    capabilities = Capabilities(runs_here=True)
+    config_argv = BaseBackend.config_argv
+
+
+def test_a_backend_that_runs_here_implements_no_scheduler_command() -> None:
+    problems = contract_problems(_HereWithCommands())
+    assert problems == ["submit_argv is implemented but capability runs_here says there is no scheduler"]
     assert contract_problems(object()) == ["object is not a BaseBackend"]

@@ -20,7 +20,6 @@ NAMES = frozenset({"slurm", "pbspro", "torque", "pbs", "swarm", "kubernetes", "l
 #: Module -> scheduler-name switches it still has (the site schema's ``Literal`` is not counted).
 REMAINING: dict[str, int] = {
     "hpcjobs/cli.py": 2,
-    "hpcjobs/commands/sweep.py": 2,
     "hpcjobs/config/discover.py": 6,
     "hpcjobs/config/policy.py": 1,
     "hpcjobs/config/site.py": 6,
@@ -30,17 +29,6 @@ REMAINING: dict[str, int] = {
     "hpcjobs/render/directives.py": 1,
     "hpcjobs/render/script.py": 2,
     "hpcjobs/resolve.py": 4,
-    "hpcjobs/submit.py": 3,
-    "hpcjobs/sweep/api.py": 8,
-    "hpcjobs/sweep/functions.py": 5,
-    "hpcjobs/sweep/ledger_schema.py": 1,
-    "hpcjobs/sweep/listing.py": 1,
-    "hpcjobs/sweep/logs.py": 4,
-    "hpcjobs/sweep/pipeline.py": 1,
-    "hpcjobs/sweep/prepare.py": 1,
-    "hpcjobs/sweep/rightsize.py": 2,
-    "hpcjobs/sweep/singles.py": 1,
-    "hpcjobs/sweep/singles_read.py": 1,
 }
 
 

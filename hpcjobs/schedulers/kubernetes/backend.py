@@ -41,6 +41,7 @@ from hpcjobs.schedulers.kubernetes import formats as fmt
 from hpcjobs.states import JobTag, parse_job_tag
 
 if TYPE_CHECKING:  # the render layer imports this module, not the other way round
+    from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
 
 DIRECTIVE_PREFIX = "#K8S"
@@ -362,3 +363,14 @@ class KubernetesBackend(BaseBackend):
         namespace, chunk = fmt.split_job_id(self.check_job_ids([job_id])[0])
         return ["kubectl", "--namespace", namespace, "logs", "-l", f"{fmt.CHUNK_LABEL}={chunk}", "--prefix",
                 "--tail", "-1"]
+
+    # --- sweep hooks ---
+
+    def single_log_stem(self, name: str, job_id: str) -> str:
+        """``<name>-<chunk name>``: the script sends its output there, in the mounted submit directory
+        (``templates/kubernetes.sh.j2``)."""
+        return f"{name}-{job_id.rsplit('/', 1)[-1]}"
+
+    def run_folders_mounted(self, site: SiteConfig) -> bool:
+        """What the site's ``kubernetes.mount_run_folders`` says (mounted when the site gives no settings)."""
+        return site.kubernetes is None or site.kubernetes.mount_run_folders

@@ -224,6 +224,26 @@ class PbsProBackend(BaseBackend):
         """Every queue of ``qstat -Q -f -F json`` output, by name."""
         return queues.parse_queue_states(stdout)
 
+    # --- sweep hooks ---
+
+    def array_log_stem(self, base: Path, name: str, sweep_id: str, chunk: int | None, array_job_id: str | None,
+                       array_index: int) -> Path | None:
+        """``<sweep>.<chunk>.<index>``, as :meth:`chunk_log_directives` names them."""
+        return base / f"{sweep_id}.{chunk}.{array_index}" if chunk is not None else None
+
+    def chunk_log_directives(self, output_dir: str, sweep_id: str, chunk: int,
+                             own_directives: Sequence[str]) -> tuple[str, ...]:
+        """``-o``/``-e`` naming the sweep and chunk, so that chunks do not overwrite each other's logs.
+
+        PBS expands only ``^array_index^`` in an output path (no job id, unlike Slurm's ``%A``), so the
+        generic ``<name>.^array_index^.out`` of every chunk of a sweep (indices restart at 0 in each)
+        would be the same file. qsub keeps the last of repeated ``#PBS -o`` lines, so these, added after
+        the generated ones, win; a user's own ``-o``/``-e`` directive is left as it is.
+        """
+        own = {d.split()[0] for d in own_directives if d.split()}
+        stem = f"{output_dir}/{sweep_id}.{chunk}.^array_index^"
+        return tuple(f"-{k} {stem}.{ext}" for k, ext in (("o", "out"), ("e", "err")) if f"-{k}" not in own)
+
 
 class TorqueBackend(PbsProBackend):
     """Torque commands: ``-t`` arrays, ``qstat -f -x`` XML, ``PBS_ARRAYID``."""
@@ -302,3 +322,9 @@ class TorqueBackend(PbsProBackend):
             if line.startswith("Server:"):
                 return line.split(":", 1)[1].strip() or None
         return None
+
+    # --- sweep hooks ---
+
+    #: Torque names its array tasks' files itself, and its chunks keep the generated ``-o``/``-e``.
+    array_log_stem = BaseBackend.array_log_stem
+    chunk_log_directives = BaseBackend.chunk_log_directives

@@ -10,12 +10,16 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from hpcjobs.schedulers.base import ArraySpec, BaseBackend, Capabilities, ClusterLimits, JobStatus, SubmitOptions
 from hpcjobs.schedulers.estimates import StartEstimate
 from hpcjobs.schedulers.slurm import estimate
 from hpcjobs.schedulers.slurm import formats as fmt
 from hpcjobs.schedulers.status_table import StatusTable
+
+if TYPE_CHECKING:
+    from hpcjobs.resolve import ResolvedJob
 
 #: Messages with which sacct says accounting is unavailable (then status falls back to squeue).
 ACCOUNTING_UNAVAILABLE = (
@@ -243,3 +247,41 @@ class SlurmBackend(BaseBackend):
     def parse_start_estimate(self, stderr: str, returncode: int) -> StartEstimate:
         """Slurm's answer on stderr (:func:`.estimate.parse_will_run`)."""
         return estimate.parse_will_run(stderr, returncode)
+
+    # --- sweep hooks ---
+
+    submitit_cluster = "slurm"
+
+    def submitit_parameters(self, job: ResolvedJob, params: dict[str, Any]) -> dict[str, Any]:
+        """The generic parameters with the job's partition, account, QOS, typed GPUs (``--gres``) and the
+        site's environment (``slurm_setup``)."""
+        if job.scheduler_partition:
+            params["slurm_partition"] = job.scheduler_partition
+        if job.account:
+            params["slurm_account"] = job.account
+        if job.qos:
+            params["slurm_qos"] = job.qos
+        if job.gpus_per_node and job.gpu_type:
+            params.pop("gpus_per_node")
+            params["slurm_gres"] = f"gpu:{job.gpu_type}:{job.gpus_per_node}"
+        if job.site.environment:
+            params["slurm_setup"] = [f"export {k}={v!r}" for k, v in job.site.environment.items()]
+        return params
+
+    def submitit_chunk_parameters(self, tag: str) -> dict[str, Any]:
+        """The tag in the job's comment (``--comment``), where hpcjobs looks for it."""
+        return {"slurm_comment": tag}
+
+    def single_log_stem(self, name: str, job_id: str) -> str:
+        """``<name>-<job id>`` (``--output=<output_dir>/%x-%j.out``)."""
+        return f"{name}-{job_id.split('.')[0]}"
+
+    def array_log_stem(self, base: Path, name: str, sweep_id: str, chunk: int | None, array_job_id: str | None,
+                       array_index: int) -> Path | None:
+        """``<name>-<array job>_<index>`` (``%x-%A_%a``)."""
+        return base / f"{name}-{array_job_id}_{array_index}" if array_job_id else None
+
+    def tag_query_hint(self, name: str) -> str:
+        """``squeue`` for the queued jobs, ``sacct`` for those that left the queue."""
+        return (f"squeue --me --name={name} --format=%F|%k (and sacct -X --name={name} "
+                "--format=JobID,Comment,State)")

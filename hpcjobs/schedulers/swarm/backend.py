@@ -39,6 +39,7 @@ from hpcjobs.states import parse_job_tag
 from hpcjobs.units import format_memory_slurm, is_ascii_digits
 
 if TYPE_CHECKING:  # the render layer imports this module, not the other way round
+    from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
 
 DIRECTIVE_PREFIX = "#SWARM"
@@ -343,3 +344,13 @@ class SwarmBackend(BaseBackend):
         """What the job's script printed before it sent its output to the point's files."""
         return ["docker", "service", "logs", "--raw", "--no-task-ids", "--", *self.check_job_ids([job_id])]
 
+    # --- sweep hooks ---
+
+    def single_log_stem(self, name: str, job_id: str) -> str:
+        """``<name>-<service name>``: the script sends its output there, in the mounted submit directory
+        (``templates/swarm.sh.j2``)."""
+        return f"{name}-{job_id.rsplit('/', 1)[-1]}"
+
+    def run_folders_mounted(self, site: SiteConfig) -> bool:
+        """What the site's ``swarm.mount_run_folders`` says (mounted when the site gives no settings)."""
+        return site.swarm is None or site.swarm.mount_run_folders
