@@ -48,6 +48,11 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("jobs_table", "DEFAULT_JOB_COLUMNS"), "reports.jobs"),
     **dict.fromkeys(("report_figures", "save_figure"), "reports.plots"),
     "write_html_report": "reports.html",
+    **dict.fromkeys(("REPORT_TABLES", "ReportTable"), "reports.catalog"),
+    # one call: a request to its tables, figures and page
+    **dict.fromkeys(("build_report", "ReportRequest", "Report"), "build"),
+    **dict.fromkeys(("load_sweep_report", "sweep_attempts_frame", "SweepReportData", "params_frame"),
+                    "sweep_attempts"),
 }
 
 __all__ = sorted(_EXPORTS)

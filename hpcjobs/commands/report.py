@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-import warnings
 from typing import Any
 
 import click
 
+from hpcjobs.accounting.reports.catalog import SECTION_CHOICES
 from hpcjobs.cli import console, count_range, handle_errors
-
-SECTION_CHOICES = ("efficiency", "wait", "failures", "all")
 
 
 def _machine_frame(df: Any) -> Any:
@@ -123,92 +121,26 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
     Tables go to the terminal; --csv/--json print them for programs; --plot and --html write
     figures and a self-contained HTML page.
     """
-    from hpcjobs.accounting.report_source import ReportFilters, load_report_frame, parse_when
-    from hpcjobs.accounting.reports.rows import input_warnings
-    from hpcjobs.accounting.reports.tables import report_tables
-    from hpcjobs.errors import ConfigError, ConfigProblem
-    from hpcjobs.skipped import SkippedRecordsWarning
+    from hpcjobs.accounting.build import ReportRequest, build_report
+    from hpcjobs.accounting.report_source import ReportFilters, parse_when
+    from hpcjobs.errors import ConfigError
 
     if as_csv and as_json:
         raise ConfigError("choose one of --csv and --json")
-    if sweep is not None:  # '' would be a prefix of every sweep id
-        from hpcjobs.ids import check_id_argument
-
-        check_id_argument(sweep, what="sweep", key="--sweep")
-    if all_attempts and not sweep:
-        raise ConfigError(ConfigProblem("--all-attempts goes with --sweep", key="--all-attempts"))
     filters = ReportFilters(
         since=parse_when(since) if since else None, until=parse_when(until, option="--until") if until else None,
         users=users, accounts=accounts, partitions=partitions, sweep=sweep)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", SkippedRecordsWarning)
-        read: dict[str, Any] = {"from_file": from_file, "scheduler": scheduler, "tz": tz, "all_users": all_users,
-                                "sacct_fields": sacct_fields.split(",") if sacct_fields else None,
-                                "delimiter": delimiter}
-        attempts = None
-        if sweep:
-            from hpcjobs.analysis import load_sweep_report
-
-            data = load_sweep_report(filters, all_attempts=all_attempts, **read)
-            df, attempts = data.jobs, data.attempts
-        else:
-            df = load_report_frame(filters, **read)
-    for w in caught:
-        if issubclass(w.category, SkippedRecordsWarning):
-            click.echo(f"warning: {w.message}", err=True)
-        else:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    for warning in input_warnings(df):
+    built = build_report(ReportRequest(
+        filters=filters, all_attempts=all_attempts, scheduler=scheduler, from_file=from_file, tz=tz,
+        all_users=all_users, sacct_fields=sacct_fields.split(",") if sacct_fields else None, delimiter=delimiter,
+        gpu_logs=gpu_logs, section=section, table=table_name, top=top, per_job=per_job,
+        columns=columns.split(",") if columns else None, plot_dir=plot_dir, plot_format=plot_format,
+        html_file=html_file))
+    for warning in built.warnings:
         click.echo(f"warning: {warning}", err=True)
-    if sweep and attempts is None:
-        click.echo(f"warning: the ledger of sweep {data.sweep_id!r} is not on this machine: every attempt is "
-                   "counted and the parameters are unknown", err=True)
-    gpu = None
-    if gpu_logs:
-        from hpcjobs.accounting.sources.gpu import find_gpu_files, gpu_job_summary
-
-        gpu = gpu_job_summary(find_gpu_files(gpu_logs))
-    if columns and not per_job:
-        raise ConfigError(ConfigProblem("--columns goes with --jobs", key="--columns"))
-    if per_job and attempts is not None:
-        from hpcjobs.accounting.reports.sweeps import sweep_jobs_table
-
-        tables = {"jobs": sweep_jobs_table(df, attempts, columns.split(",") if columns else None, gpu=gpu,
-                                           with_replaced=all_attempts)}
-    elif per_job:
-        from hpcjobs.accounting.reports.jobs import jobs_table
-
-        tables = {"jobs": jobs_table(df, columns.split(",") if columns else None, gpu=gpu)}
-    elif attempts is not None:
-        from hpcjobs.accounting.reports.sweeps import sweep_report_tables
-
-        tables = sweep_report_tables(df, attempts, section, gpu=gpu, top=top, all_attempts=all_attempts)
-    else:
-        tables = report_tables(df, section, gpu=gpu, top=top)
-    if table_name:
-        if table_name not in tables:
-            raise ConfigError(f"no table {table_name!r} in section {section}; tables: {', '.join(tables)}")
-        tables = {table_name: tables[table_name]}
-
-    if plot_dir:
-        from pathlib import Path
-
-        from hpcjobs.accounting.reports.plots import report_figures, save_figure
-
-        for name, fig in report_figures(df, section, gpu=gpu, tables=tables).items():
-            path = save_figure(fig, Path(plot_dir) / f"{name}.{plot_format}")
-            click.echo(f"wrote {path}", err=True)
-    if html_file:
-        from hpcjobs.accounting.reports.html import write_html_report
-
-        what = ", ".join(f"{k}={v}" for k, v in (("since", since), ("until", until), ("user", ",".join(users)),
-                                                ("account", ",".join(accounts)),
-                                                ("partition", ",".join(partitions)), ("sweep", sweep),
-                                                ("file", from_file)) if v)
-        path = write_html_report(html_file, df, section=section, gpu=gpu, subtitle=what or "all jobs",
-                                 tables=tables)
+    for path in built.written:
         click.echo(f"wrote {path}", err=True)
-
+    tables = built.tables
     if as_json:
         click.echo(json.dumps({name: _records(t) for name, t in tables.items()}, indent=2, default=str))
     elif as_csv:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from hpcjobs.accounting.reports.catalog import SECTIONS, table_info
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -113,10 +115,7 @@ def figure_html(fig: Figure, caption: str = "") -> str:
     return f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">{cap}</figure>'
 
 
-#: Section headings and which tables/figures go under each (by name prefix).
-_SECTION_TITLES = {"efficiency": "Efficiency and waste", "wait": "Queue wait", "failures": "Failures"}
-_TABLE_SECTION = {"waste": "efficiency", "worst": "efficiency", "wait": "wait", "failures": "failures",
-                  "sweep": "failures"}
+#: Which section a figure goes under (by its name's first word); tables say theirs in the catalog.
 _FIGURE_SECTION = {"efficiency": "efficiency", "wait": "wait", "failures": "failures", "sweep": "failures"}
 
 
@@ -140,24 +139,24 @@ def render_html(title: str, tables: Mapping[str, pd.DataFrame], figures: Mapping
         A complete HTML document with no external reference.
     """
     figures = figures or {}
-    sections: dict[str, list[str]] = {k: [] for k in _SECTION_TITLES}
-    figs: dict[str, list[str]] = {k: [] for k in _SECTION_TITLES}
+    sections: dict[str, list[str]] = {k: [] for k in SECTIONS}
+    figs: dict[str, list[str]] = {k: [] for k in SECTIONS}
     for name, fig in figures.items():
         figs[_FIGURE_SECTION.get(name.split("_")[0], "efficiency")].append(figure_html(fig, _title(name)))
     for key, parts in figs.items():
         if parts:
             sections[key].append(f'<div class="figs">{"".join(parts)}</div>')
     for name, df in tables.items():
-        key = _TABLE_SECTION.get(name.split("_")[0], "efficiency")
-        sections[key].append(f"<h3>{html.escape(_title(name))}</h3>{table_html(df)}")
+        info = table_info(name)
+        sections[info.section].append(f"<h3>{html.escape(info.heading)}</h3>{table_html(df)}")
     used = [k for k, parts in sections.items() if parts]
-    nav = "".join(f'<a href="#{k}">{html.escape(_SECTION_TITLES[k])}</a>' for k in used)
+    nav = "".join(f'<a href="#{k}">{html.escape(SECTIONS[k])}</a>' for k in used)
     cards = ""
     if summary:
         cards = '<div class="cards">' + "".join(
             f'<div class="card"><div class="v">{html.escape(v)}</div><div class="k">{html.escape(k)}</div></div>'
             for k, v in summary.items()) + "</div>"
-    body = "".join(f'<section id="{k}"><h2>{html.escape(_SECTION_TITLES[k])}</h2>{"".join(sections[k])}</section>'
+    body = "".join(f'<section id="{k}"><h2>{html.escape(SECTIONS[k])}</h2>{"".join(sections[k])}</section>'
                    for k in used)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (
