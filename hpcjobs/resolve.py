@@ -3,6 +3,14 @@
 Everything a request could break is checked here, before a script is written
 or anything reaches the scheduler, and reported as one :class:`ConfigError`
 naming the file, the key, the limit, and the partitions that would fit.
+
+What a check needs to know of the site's scheduler (does it mail, how a secret from the
+environment reaches a job, which launchers it provides, does it signal a job before its wall
+time) is a :class:`~hpcjobs.config.scheduler_facts.SchedulerFacts`, never a comparison of the
+scheduler's name. This module sits below :mod:`hpcjobs.schedulers` and may not import it, so the
+dependency is inverted: the backends hold the facts, and :mod:`hpcjobs.schedulers.registry`
+installs the lookup by name (:func:`~hpcjobs.config.scheduler_facts.set_facts_provider`) when it is
+imported. :func:`resolve` asks it, unless its caller passes ``scheduler_facts`` itself.
 """
 
 from __future__ import annotations
@@ -12,16 +20,18 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from hpcjobs.config.arrays import ArraySpec
 from hpcjobs.config.experiment import Experiment
-from hpcjobs.config.policy import directive_names, forbidden_in, looks_like_secret, slurm_exports_environment
+from hpcjobs.config.policy import directive_names, forbidden_in, looks_like_secret
+from hpcjobs.config.scheduler_facts import SchedulerFacts, facts_of, set_facts_provider
 from hpcjobs.config.site import Partition, SiteConfig
 from hpcjobs.config.yamlio import YamlDocument
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.launch.settings import LaunchSettings, launch_problems, resolve_launch, uses_distributed_settings
-from hpcjobs.schedulers.base import ArraySpec
 from hpcjobs.units import format_memory_human, format_walltime_slurm
 
-__all__ = ["JobSecret", "ResolvedJob", "directive_names", "request_problems", "resolve"]
+__all__ = ["JobSecret", "ResolvedJob", "SchedulerFacts", "directive_names", "facts_of", "request_problems",
+           "resolve", "set_facts_provider"]
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +222,7 @@ def resolve(
     site_file: str = "",
     params: dict[str, str] | None = None,
     array: ArraySpec | None = None,
+    scheduler_facts: SchedulerFacts | None = None,
 ) -> ResolvedJob:
     """Apply ``site``'s defaults to ``exp`` and check it against the site's limits.
 
@@ -222,11 +233,14 @@ def resolve(
         site_file: The site config's path, named in messages.
         params: Parameters of this job (a sweep point), exported as environment variables.
         array: Submit as an array with this range.
+        scheduler_facts: What the site's scheduler does (default: asked of the installed provider,
+            :func:`facts_of`).
 
     Raises:
         ConfigError: The request breaks a limit, names an unknown partition/account, or uses a
             directive the site forbids.
     """
+    facts = scheduler_facts if scheduler_facts is not None else facts_of(site.scheduler)
     partition = _choose_partition(exp, site, doc, site_file)
     part = site.partitions.get(partition) if partition else None
     problems: list[ConfigProblem] = []
@@ -248,11 +262,11 @@ def resolve(
                                      f" in {d!r}", site_file))
     r = exp.resources
     walltime = r.walltime or (part.default_walltime if part else None)
-    for key, msg in launch_problems(exp, site, walltime):
+    for key, msg in launch_problems(exp, site, walltime, facts=facts):
         problems.append(_problem(doc, key, msg, site_file))
     problems += [_problem(doc, key, msg, site_file) for key, msg in _qos_limit_problems(exp, site, walltime, site_file)]
     extra = list(site.directives) + (list(part.directives) if part else []) + list(exp.directives)
-    problems += _secret_problems(exp, site, extra, doc, site_file)
+    problems += _secret_problems(exp, site, extra, doc, site_file, facts)
     if exp.pack is not None:
         from hpcjobs.config.pack import pack_share_problems
 
@@ -275,7 +289,7 @@ def resolve(
     env.update(all_params)
     body = exp.command if exp.command else (exp.script or "")
     warnings = _secret_warnings(exp, doc)
-    if exp.notify is not None and site.scheduler not in ("slurm", "pbspro", "torque"):
+    if exp.notify is not None and not facts.mail:
         warnings += (f"notify: the {site.scheduler} site {site.name} sends no mail; notify is ignored",)
     for text in warnings:
         log.warning("warning: %s", text)
@@ -312,32 +326,19 @@ def resolve(
 
 
 def _secret_problems(exp: Experiment, site: SiteConfig, directives: list[str], doc: YamlDocument | None,
-                     site_file: str) -> list[ConfigProblem]:
-    """Secrets this site cannot deliver without writing their values somewhere others can read."""
+                     site_file: str, facts: SchedulerFacts) -> list[ConfigProblem]:
+    """Secrets from the environment this site cannot deliver (``facts.env_secret_problem`` says why).
+
+    A scheduler may refuse them because it would write their values somewhere others can read
+    (PBS's ``qsub -v``), or because they would not arrive (a Slurm ``--export`` directive).
+    """
     problems: list[ConfigProblem] = []
     for name, secret in exp.secrets.items():
         if secret.env is None:
             continue
-        if site.scheduler in ("pbspro", "torque"):
-            # qsub -v/-V put the value in the job's Variable_List attribute, which qstat -f shows.
-            problems.append(_problem(
-                doc, f"secrets.{name}.env",
-                f"site {site.name!r} runs {site.scheduler}: passing a secret from the environment would need "
-                "`qsub -v`, which stores its value in the job's attributes (shown by `qstat -f`); "
-                "use `file:` instead (a file only you can read, e.g. chmod 600 ~/.secret)", site_file))
-        elif site.scheduler in ("swarm", "kubernetes"):
-            # neither passes the submitter's environment; a value in the service or Job spec is shown by
-            # `docker service inspect` / `kubectl get job -o yaml`.
-            problems.append(_problem(
-                doc, f"secrets.{name}.env",
-                f"site {site.name!r} runs {site.scheduler}, which does not pass the submitter's environment to the "
-                "job (and a value in the job's spec is shown to anyone who can inspect it); use `file:` instead, "
-                "on a folder the job's mounts include", site_file))
-        elif site.scheduler == "slurm" and not slurm_exports_environment(directives):
-            problems.append(_problem(
-                doc, f"secrets.{name}.env",
-                "an --export directive stops sbatch passing the submitter's environment to the job, so this "
-                "secret would not arrive; use `file:` or --export=ALL", site_file))
+        message = facts.env_secret_problem(site, directives)
+        if message is not None:
+            problems.append(_problem(doc, f"secrets.{name}.env", message, site_file))
     return problems
 
 

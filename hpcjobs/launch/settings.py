@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hpcjobs.config.experiment import Experiment, Launch
+from hpcjobs.config.scheduler_facts import SchedulerFacts
 from hpcjobs.config.site import SiteConfig
 from hpcjobs.units import format_walltime_slurm
 
@@ -70,13 +71,23 @@ class LaunchSettings:
         return self.launcher in ("torchrun", "deepspeed", "tf")
 
 
-def launch_problems(exp: Experiment, site: SiteConfig, walltime: int | None) -> list[tuple[str, str]]:
+#: Launchers only a scheduler provides → (that scheduler, in words; the launcher to use elsewhere).
+#: A backend names those it provides (``BaseBackend.launchers``); the other launchers run anywhere.
+SCHEDULER_LAUNCHERS: dict[str, tuple[str, str]] = {"srun": ("Slurm", "mpi")}
+
+
+def launch_problems(exp: Experiment, site: SiteConfig, walltime: int | None, *,
+                    facts: SchedulerFacts) -> list[tuple[str, str]]:
     """Ways ``exp.launch`` cannot work on ``site``, as (key, message) pairs.
 
     Args:
         exp: The experiment.
         site: The site.
         walltime: The job's resolved wall time in seconds, if any.
+        facts: What the site's scheduler does, from its backend: the launchers of
+            :data:`SCHEDULER_LAUNCHERS` it provides (``launchers``), and whether it signals a
+            preemptible job itself (``walltime_signal``; else the script signals itself from a timer,
+            which needs a wall time).
 
     Returns:
         Problems to report; empty when the launch section is usable.
@@ -85,12 +96,13 @@ def launch_problems(exp: Experiment, site: SiteConfig, walltime: int | None) -> 
     if launch is None:
         return []
     out: list[tuple[str, str]] = []
-    if launch.launcher == "srun" and site.scheduler != "slurm":
-        out.append(("launch.launcher", f"launcher 'srun' needs Slurm; site {site.name!r} runs {site.scheduler} "
-                                       "(use 'mpi')"))
+    needs = SCHEDULER_LAUNCHERS.get(launch.launcher)
+    if needs is not None and launch.launcher not in facts.launchers:
+        out.append(("launch.launcher", f"launcher {launch.launcher!r} needs {needs[0]}; site {site.name!r} runs "
+                                       f"{site.scheduler} (use {needs[1]!r})"))
     if launch.preemptible:
         lead = launch.signal_seconds or site.preemption.signal_seconds
-        if walltime is None and site.scheduler != "slurm":
+        if walltime is None and not facts.walltime_signal:
             out.append(("launch.preemptible", f"a preemptible job on {site.scheduler} needs resources.walltime "
                                               "(the script signals itself that long before the end)"))
         if walltime is not None and lead >= walltime:

@@ -12,14 +12,14 @@ from hpcjobs import __version__
 from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.loading import load_experiment
 from hpcjobs.config.site import SiteConfig
-from hpcjobs.config.sites import detect_site, find_site, load_site_file
+from hpcjobs.config.sites import DEFAULT_SITE, detect_site, find_site, load_site_file
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.render.directives import build_directives
 from hpcjobs.render.pack import PackPlan
 from hpcjobs.render.shellvalue import UnencodableValueError
 from hpcjobs.render.templating import shell_quote, template_environment, template_search_path
 from hpcjobs.resolve import ResolvedJob, resolve
-from hpcjobs.schedulers.registry import job_env_of
+from hpcjobs.schedulers.registry import job_env_of, template_of
 
 log = logging.getLogger("hpcjobs.sites")
 
@@ -50,8 +50,8 @@ def _encoded(value: str, key: str) -> str:
 
 
 def template_name(job: ResolvedJob, experiment_template: str | None = None) -> str:
-    """Which template renders ``job``: the experiment's, else the site's, else the scheduler's."""
-    return experiment_template or job.site.template or f"{job.scheduler}.sh.j2"
+    """Which template renders ``job``: the experiment's, else the site's, else its backend's (``template``)."""
+    return experiment_template or job.site.template or template_of(job.scheduler)
 
 
 def render_job(job: ResolvedJob, *, template: str | None = None,
@@ -136,7 +136,7 @@ def detect_current_site(*, ask_scheduler: bool = False, refresh: bool = False) -
     warning, never silently. With ``ask_scheduler`` the site chosen and why is logged in one line.
     """
     name = detect_site()
-    if name != "local":
+    if name != DEFAULT_SITE:
         if ask_scheduler:
             log.warning("site %s (detected on this machine: HPCJOBS_SITE, host name or environment)", name)
         return name
@@ -145,7 +145,7 @@ def detect_current_site(*, ask_scheduler: bool = False, refresh: bool = False) -
     clusters = local_cluster_names()
     for cluster in clusters:
         name = detect_site(cluster_name=cluster)
-        if name != "local":
+        if name != DEFAULT_SITE:
             if ask_scheduler:
                 log.warning("site %s (detected from cluster %s in this machine's scheduler configuration)",
                             name, cluster)
@@ -159,7 +159,7 @@ def detect_current_site(*, ask_scheduler: bool = False, refresh: bool = False) -
         log.warning("site local: this machine's scheduler configuration names cluster %s, but no site file "
                     "describes it and no discovered site is cached (this command does not ask the scheduler); "
                     "pass --site, or run `hpcjobs site init`", clusters[0])
-    return "local"
+    return DEFAULT_SITE
 
 
 def load_site_for(experiment: Experiment, site_override: str | None = None, *,

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from hpcjobs.config.arrays import ArraySpec as ArraySpec  # re-exported: its old home (it lives below resolve)
 from hpcjobs.ids import check_values, is_safe_value
 from hpcjobs.units import format_memory_slurm
 
@@ -24,31 +25,6 @@ if TYPE_CHECKING:
     from hpcjobs.resolve import ResolvedJob
     from hpcjobs.schedulers.estimates import QueueState, StartEstimate
     from hpcjobs.schedulers.status_table import StatusTable
-
-
-@dataclass(frozen=True)
-class ArraySpec:
-    """A job array's index range: ``start``..``end`` inclusive, every ``step``, at most ``throttle`` running."""
-
-    start: int
-    end: int
-    step: int = 1
-    throttle: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.start < 0 or self.end < self.start or self.step < 1:
-            raise ValueError(f"invalid array range {self.start}-{self.end}:{self.step}")
-        if self.throttle is not None and self.throttle < 1:
-            raise ValueError(f"invalid array throttle {self.throttle}")
-
-    @property
-    def size(self) -> int:
-        """Number of tasks in the array."""
-        return (self.end - self.start) // self.step + 1
-
-    def indices(self) -> range:
-        """The task indices."""
-        return range(self.start, self.end + 1, self.step)
 
 
 @dataclass(frozen=True)
@@ -181,6 +157,12 @@ class JobEnv:
     directive_prefix: str
 
 
+#: One generated directive: ``(name, text)``. ``text`` is what follows the directive prefix (``#SBATCH``,
+#: ``#PBS``); ``name`` is the option or resource a site may forbid (``forbidden_directives``), which
+#: rendering then leaves out.
+Directive = tuple[str, str]
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a scheduler backend can do: the one place the rest of hpcjobs asks, instead of its name.
@@ -259,6 +241,15 @@ class Capabilities:
         if self.dependencies == (self.failed_upstream == "none"):
             raise ValueError("a backend with dependencies says what becomes of a job whose upstream failed "
                              "(failed_upstream blocked or deleted), and only such a backend")
+
+    # --- render hooks ---
+    #: The scheduler mails ``notify:`` (Slurm ``--mail-*``, PBS ``-M``/``-m``); elsewhere ``notify`` is
+    #: ignored with a warning.
+    mail: bool = False
+    #: The scheduler itself signals a preemptible job its lead time before the wall time ends (Slurm's
+    #: ``--signal``), so the job needs no ``resources.walltime``; elsewhere the script signals itself from
+    #: a timer, which needs one.
+    walltime_signal: bool = False
 
 
 #: The hooks each command capability stands for (``job_ids_as_text`` is on when they are *not* given).
@@ -574,6 +565,41 @@ class BaseBackend(JobIdGrammar):
         """The command a person runs to list the jobs of sweep ``name`` with their hpcjobs tags (in a message
         on a broken ledger; default: PBS's)."""
         return "qstat -x -f | grep HPCJOBS_TAG"
+
+    # --- render hooks ---
+
+    #: Launchers this scheduler itself provides (``srun`` on Slurm): the ones of
+    #: :data:`hpcjobs.launch.settings.SCHEDULER_LAUNCHERS` a job here may use (the others run anywhere).
+    launchers: frozenset[str] = frozenset()
+
+    @property
+    def template(self) -> str:
+        """The template that renders this scheduler's jobs, by name: ``<name>.sh.j2`` unless a backend sets it.
+
+        A site's or an experiment's ``template:`` wins over it (:func:`hpcjobs.render.script.template_name`).
+        """
+        return f"{self.name}.sh.j2"
+
+    def directives(self, job: ResolvedJob) -> list[Directive]:
+        """The directives of ``job``'s script, in order (none by default: a scheduler that reads none).
+
+        Rendering drops those the site forbids, appends the site's, partition's and experiment's own
+        and writes each after :attr:`directive_prefix` (:mod:`hpcjobs.render.directives`).
+
+        Raises:
+            ConfigError: The job asks for what this scheduler cannot run.
+        """
+        del job
+        return []
+
+    def env_secret_problem(self, site: SiteConfig, directives: Sequence[str]) -> str | None:
+        """Why a secret read from the submitter's environment (``secrets: {X: {env: Y}}``) cannot reach a job.
+
+        ``directives`` are the job's own directive lines (site, partition, experiment). ``None``
+        (the default): the job inherits the submitter's environment and the secret arrives.
+        """
+        del site, directives
+        return None
 
 
 def job_key_of(backend: BaseBackend) -> Callable[[str], str] | None:

@@ -17,6 +17,7 @@ from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.schedulers.base import JobStatus
 
 if TYPE_CHECKING:
+    from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
 
 #: Launchers that run one process (group) per container and need nothing but the peers' addresses.
@@ -45,6 +46,17 @@ def distributed_problem(job: ResolvedJob, platform: str) -> None:
             f"launcher {job.launch.launcher!r} starts the other nodes itself (ssh or an MPI process manager), which "
             f"cannot reach into {platform}'s containers; on site {site!r} a job of {job.nodes} nodes uses "
             f"{', '.join(sorted(CONTAINER_LAUNCHERS))}", key="launch.launcher"))
+
+
+def env_secret_refusal(site: SiteConfig, scheduler: str) -> str:
+    """Why a secret from the submitter's environment cannot reach a container job (Swarm, Kubernetes).
+
+    Neither passes the submitter's environment, and a value in the service or Job spec is shown by
+    ``docker service inspect`` / ``kubectl get job -o yaml``.
+    """
+    return (f"site {site.name!r} runs {scheduler}, which does not pass the submitter's environment to the "
+            "job (and a value in the job's spec is shown to anyone who can inspect it); use `file:` instead, "
+            "on a folder the job's mounts include")
 
 
 #: Worst first: the state a distributed job takes when one of its ranks ended so.

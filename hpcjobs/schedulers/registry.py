@@ -5,17 +5,27 @@ parsers; :mod:`hpcjobs.schedulers.client` runs them. A backend outside this pack
 :func:`register`, or through the ``hpcjobs.schedulers`` entry point group (the entry point names a
 :class:`~hpcjobs.schedulers.base.BaseBackend` subclass or instance), loaded the first time a name
 is not found among the built-in ones.
+
+Importing it also installs :func:`scheduler_facts_of` as the facts provider of :mod:`hpcjobs.resolve`
+(:func:`hpcjobs.config.scheduler_facts.set_facts_provider`): resolving sits below this layer and
+asks the backends what it needs to know (mail, secrets, launchers) through it, never by comparing names.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from hpcjobs.config.scheduler_facts import SchedulerFacts, set_facts_provider
 from hpcjobs.errors import ConfigError, ConfigProblem
-from hpcjobs.schedulers.base import CAPABILITY_HOOKS, BaseBackend, Capabilities, JobEnv
+from hpcjobs.schedulers.base import CAPABILITY_HOOKS, BaseBackend, Capabilities, Directive, JobEnv
 from hpcjobs.schedulers.kubernetes.backend import KubernetesBackend
 from hpcjobs.schedulers.local.backend import LocalBackend
 from hpcjobs.schedulers.pbs.backend import PbsProBackend, TorqueBackend
 from hpcjobs.schedulers.slurm.backend import SlurmBackend
 from hpcjobs.schedulers.swarm.backend import SwarmBackend
+
+if TYPE_CHECKING:
+    from hpcjobs.resolve import ResolvedJob
 
 #: The entry point group out-of-tree backends register under.
 ENTRY_POINT_GROUP = "hpcjobs.schedulers"
@@ -132,7 +142,7 @@ def capabilities_of(scheduler: str) -> Capabilities:
 
 
 def job_env_of(scheduler: str) -> JobEnv:
-    """The job id and array index variables and the directive prefix of ``scheduler`` (the local runner's too).
+    """The job id and array index variables and the directive prefix of ``scheduler`` .
 
     Raises:
         ConfigError: No backend of that name.
@@ -152,3 +162,36 @@ def find_backend(name: str | None) -> BaseBackend | None:
         return get_backend(name)
     except ConfigError:
         return None
+
+
+def scheduler_facts_of(scheduler: str) -> SchedulerFacts:
+    """What :func:`hpcjobs.resolve.resolve` must know of ``scheduler``, from its backend.
+
+    Raises:
+        ConfigError: No backend of that name.
+    """
+    backend = get_backend(scheduler)
+    caps = backend.capabilities
+    return SchedulerFacts(mail=caps.mail, walltime_signal=caps.walltime_signal, launchers=backend.launchers,
+                          env_secret_problem=backend.env_secret_problem)
+
+
+def directives_of(job: ResolvedJob) -> list[Directive]:
+    """The directives ``job``'s backend generates (:meth:`BaseBackend.directives`).
+
+    Raises:
+        ConfigError: No backend for the job's scheduler, or the job asks for what it cannot run.
+    """
+    return get_backend(job.scheduler).directives(job)
+
+
+def template_of(scheduler: str) -> str:
+    """The template that renders ``scheduler``'s jobs (:attr:`BaseBackend.template`).
+
+    Raises:
+        ConfigError: No backend of that name.
+    """
+    return get_backend(scheduler).template
+
+
+set_facts_provider(scheduler_facts_of)

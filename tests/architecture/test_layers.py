@@ -42,7 +42,6 @@ UPWARD: frozenset[tuple[str, str]] = frozenset({
     ("hpcjobs.config.experiment", "hpcjobs.sweep.spec"),
     ("hpcjobs.config.site_check", "hpcjobs.render.script"),
     ("hpcjobs.config.site_check", "hpcjobs.resolve"),
-    ("hpcjobs.resolve", "hpcjobs.schedulers.base"),
     ("hpcjobs.sweep.results", "hpcjobs.accounting.schema"),
     ("hpcjobs.sweep.results", "hpcjobs.analysis"),
     ("hpcjobs.sweep.rightsize", "hpcjobs.accounting.report_source"),

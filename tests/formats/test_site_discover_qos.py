@@ -16,6 +16,7 @@ from hpcjobs.config.validation import validate_document
 from hpcjobs.config.yamlio import parse_yaml
 from hpcjobs.errors import ConfigError
 from hpcjobs.resolve import resolve
+from hpcjobs.schedulers import registry  # noqa: F401  (installs resolve's scheduler facts)
 from hpcjobs.schedulers.slurm.discover import build_slurm_site
 from hpcjobs.schedulers.slurm.discover_qos import (
     QOS_ARGV,

@@ -25,10 +25,6 @@ REMAINING: dict[str, int] = {
     "hpcjobs/config/site.py": 6,
     "hpcjobs/config/site_diff.py": 1,
     "hpcjobs/config/sites.py": 1,
-    "hpcjobs/launch/settings.py": 2,
-    "hpcjobs/render/directives.py": 1,
-    "hpcjobs/render/script.py": 2,
-    "hpcjobs/resolve.py": 4,
 }
 
 

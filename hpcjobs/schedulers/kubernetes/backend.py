@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 from hpcjobs.config.site_containers import mount_path
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 from hpcjobs.output import atomic_write_text
-from hpcjobs.schedulers.base import BaseBackend, Capabilities, JobStatus, SubmitOptions
-from hpcjobs.schedulers.containers import distributed_problem
+from hpcjobs.schedulers.base import BaseBackend, Capabilities, Directive, JobStatus, SubmitOptions
+from hpcjobs.schedulers.containers import distributed_problem, env_secret_refusal
 from hpcjobs.schedulers.kubernetes import formats as fmt
 from hpcjobs.states import JobTag, parse_job_tag
 
@@ -53,8 +53,6 @@ JOB_ID_RE = re.compile(rf"(?:{_LABEL}/)?{_LABEL}")
 #: Keys whose value is JSON in a ``#K8S`` line.
 JSON_KEYS = frozenset({"requests", "limits", "nodeSelector", "tolerations", "volume", "indexed", "tasks", "parallel",
                        "activeDeadlineSeconds", "nodes"})
-
-Directive = tuple[str, str]
 
 
 def _quantity_memory(nbytes: int) -> str:
@@ -374,3 +372,14 @@ class KubernetesBackend(BaseBackend):
     def run_folders_mounted(self, site: SiteConfig) -> bool:
         """What the site's ``kubernetes.mount_run_folders`` says (mounted when the site gives no settings)."""
         return site.kubernetes is None or site.kubernetes.mount_run_folders
+
+    # --- render hooks ---
+
+    def directives(self, job: ResolvedJob) -> list[Directive]:
+        """``#K8S`` lines (:func:`kubernetes_directives`)."""
+        return kubernetes_directives(job)
+
+    def env_secret_problem(self, site: SiteConfig, directives: Sequence[str]) -> str | None:
+        """Refused: the job does not get the submitter's environment (:func:`.containers.env_secret_refusal`)."""
+        del directives
+        return env_secret_refusal(site, self.name)

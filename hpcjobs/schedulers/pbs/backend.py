@@ -13,40 +13,39 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hpcjobs.schedulers.base import ArraySpec, BaseBackend, Capabilities, ClusterLimits, JobStatus, SubmitOptions
+from hpcjobs.schedulers.base import (
+    ArraySpec,
+    BaseBackend,
+    Capabilities,
+    ClusterLimits,
+    Directive,
+    JobStatus,
+    SubmitOptions,
+)
 from hpcjobs.schedulers.estimates import QueueState
 from hpcjobs.schedulers.locate import locate_pbs_command
 from hpcjobs.schedulers.pbs import formats as fmt
 from hpcjobs.schedulers.pbs import queues
 from hpcjobs.schedulers.pbs import torque as tfmt
+from hpcjobs.schedulers.pbs.directives import (
+    pbs_array_argument,
+    pbspro_directives,
+    torque_array_argument,
+    torque_directives,
+)
 from hpcjobs.schedulers.pbs.exit_codes import PBS_EXEC_CODES, TORQUE_EXEC_CODES
 from hpcjobs.units import format_memory_pbs, is_ascii_digits
+
+if TYPE_CHECKING:
+    from hpcjobs.config.site import SiteConfig
+    from hpcjobs.resolve import ResolvedJob
 
 #: A PBS (and Torque) job id: the sequence number, an array (``123[]``), subjob (``123[4]``) or subjob
 #: range (``123[1-5]``, ``123[1-9:2]``), then the server's name when given (``123.server``, ``123[].srv.org``).
 JOB_ID_RE = re.compile(r"[0-9]{1,20}(?:\[(?:[0-9]{1,10}(?:-[0-9]{1,10}(?::[0-9]{1,10})?)?)?\])?"
                        r"(?:\.[A-Za-z0-9_][A-Za-z0-9_-]{0,62}){0,16}")
-
-
-def pbs_array_argument(array: ArraySpec) -> str:
-    """PBS Pro ``-J`` value: ``0-99``, ``0-99:2``, ``0-99%10``.
-
-    PBS refuses a range whose end is not above its start (``qsub: illegal -J value`` for ``5-5``:
-    ``chk_Jrange`` in the OpenPBS sources), so an array of one task, such as a sweep chunk holding a
-    single point, is written ``5-6:2``: one subjob, index 5, with ``PBS_ARRAY_INDEX`` as usual.
-    """
-    if array.size == 1:
-        text = f"{array.start}-{array.start + 1}:2"
-    else:
-        text = f"{array.start}-{array.end}" + (f":{array.step}" if array.step != 1 else "")
-    return text + (f"%{array.throttle}" if array.throttle else "")
-
-
-def torque_array_argument(array: ArraySpec) -> str:
-    """Torque ``-t`` value: ``0-99``, ``0,2,4``, ``0-99%10`` (no step syntax: steps are listed)."""
-    text = f"{array.start}-{array.end}" if array.step == 1 else ",".join(str(i) for i in array.indices())
-    return text + (f"%{array.throttle}" if array.throttle else "")
 
 
 class PbsProBackend(BaseBackend):
@@ -59,7 +58,7 @@ class PbsProBackend(BaseBackend):
     name = "pbspro"
     capabilities = Capabilities(packing=True, dependencies=True, status_fallback=True, cluster_limits=True,
                                 job_ids_as_text=False, command_paths=True, failed_upstream="deleted",
-                                queue_states=True)
+                                queue_states=True, mail=True)
     directive_prefix = "#PBS"
     array_index_var = "PBS_ARRAY_INDEX"
     job_id_var = "PBS_JOBID"
@@ -244,6 +243,19 @@ class PbsProBackend(BaseBackend):
         stem = f"{output_dir}/{sweep_id}.{chunk}.^array_index^"
         return tuple(f"-{k} {stem}.{ext}" for k, ext in (("o", "out"), ("e", "err")) if f"-{k}" not in own)
 
+    # --- render hooks ---
+
+    def directives(self, job: ResolvedJob) -> list[Directive]:
+        """``#PBS`` options with one merged ``select`` line (:func:`.directives.pbspro_directives`)."""
+        return pbspro_directives(job)
+
+    def env_secret_problem(self, site: SiteConfig, directives: Sequence[str]) -> str | None:
+        """Refused: ``qsub -v``/``-V`` put the value in the job's ``Variable_List``, which ``qstat -f`` shows."""
+        del directives
+        return (f"site {site.name!r} runs {self.name}: passing a secret from the environment would need "
+                "`qsub -v`, which stores its value in the job's attributes (shown by `qstat -f`); "
+                "use `file:` instead (a file only you can read, e.g. chmod 600 ~/.secret)")
+
 
 class TorqueBackend(PbsProBackend):
     """Torque commands: ``-t`` arrays, ``qstat -f -x`` XML, ``PBS_ARRAYID``."""
@@ -328,3 +340,9 @@ class TorqueBackend(PbsProBackend):
     #: Torque names its array tasks' files itself, and its chunks keep the generated ``-o``/``-e``.
     array_log_stem = BaseBackend.array_log_stem
     chunk_log_directives = BaseBackend.chunk_log_directives
+
+    # --- render hooks ---
+
+    def directives(self, job: ResolvedJob) -> list[Directive]:
+        """``#PBS`` options in Torque's ``nodes=N:ppn=P`` form (:func:`.directives.torque_directives`)."""
+        return torque_directives(job)

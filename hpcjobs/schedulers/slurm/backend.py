@@ -12,13 +12,16 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from hpcjobs.schedulers.base import ArraySpec, BaseBackend, Capabilities, ClusterLimits, JobStatus, SubmitOptions
+from hpcjobs.config.policy import slurm_exports_environment
+from hpcjobs.schedulers.base import BaseBackend, Capabilities, ClusterLimits, Directive, JobStatus, SubmitOptions
 from hpcjobs.schedulers.estimates import StartEstimate
 from hpcjobs.schedulers.slurm import estimate
 from hpcjobs.schedulers.slurm import formats as fmt
+from hpcjobs.schedulers.slurm.directives import array_argument, slurm_directives
 from hpcjobs.schedulers.status_table import StatusTable
 
 if TYPE_CHECKING:
+    from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
 
 #: Messages with which sacct says accounting is unavailable (then status falls back to squeue).
@@ -32,12 +35,6 @@ ACCOUNTING_UNAVAILABLE = (
 #: A Slurm job id as hpcjobs passes it on: the job (``123``), an array task (``123_4``) or range
 #: (``123_[1-5]``, ``123_[1,3-5%2]``), a het job component (``123+1``). No step, no cluster.
 JOB_ID_RE = re.compile(r"[0-9]{1,20}(?:_(?:[0-9]{1,10}|\[[0-9][0-9,:%-]{0,200}\]))?(?:\+[0-9]{1,10})?")
-
-
-def array_argument(array: ArraySpec) -> str:
-    """``--array`` value: ``0-99``, ``0-99:2``, ``0-99%10``."""
-    text = f"{array.start}-{array.end}" + (f":{array.step}" if array.step != 1 else "")
-    return text + (f"%{array.throttle}" if array.throttle else "")
 
 
 def slurm_dependency(options: SubmitOptions) -> str:
@@ -62,7 +59,8 @@ class SlurmBackend(BaseBackend):
     #: fallback_for_missing: ids the status call does not know may be too new for accounting: squeue answers.
     capabilities = Capabilities(packing=True, dependencies=True, columnar_status=True, status_fallback=True,
                                 fallback_for_missing=True, cluster_limits=True, user_limits=True, qos_limits=True,
-                                queued_count=True, failed_upstream="blocked", start_estimate=True)
+                                queued_count=True, failed_upstream="blocked", start_estimate=True, mail=True,
+                                walltime_signal=True)
     directive_prefix = "#SBATCH"
     array_index_var = "SLURM_ARRAY_TASK_ID"
     job_id_var = "SLURM_JOB_ID"
@@ -285,3 +283,19 @@ class SlurmBackend(BaseBackend):
         """``squeue`` for the queued jobs, ``sacct`` for those that left the queue."""
         return (f"squeue --me --name={name} --format=%F|%k (and sacct -X --name={name} "
                 "--format=JobID,Comment,State)")
+
+    # --- render hooks ---
+
+    launchers = frozenset({"srun"})
+
+    def directives(self, job: ResolvedJob) -> list[Directive]:
+        """``#SBATCH`` options (:func:`hpcjobs.schedulers.slurm.directives.slurm_directives`)."""
+        return slurm_directives(job)
+
+    def env_secret_problem(self, site: SiteConfig, directives: Sequence[str]) -> str | None:
+        """sbatch passes the submitter's environment unless an ``--export`` directive says otherwise."""
+        del site
+        if slurm_exports_environment(directives):
+            return None
+        return ("an --export directive stops sbatch passing the submitter's environment to the job, so this "
+                "secret would not arrive; use `file:` or --export=ALL")

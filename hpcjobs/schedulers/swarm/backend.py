@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 from hpcjobs.config.site_containers import mount_path
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
-from hpcjobs.schedulers.base import BaseBackend, Capabilities, JobStatus, SubmitOptions
-from hpcjobs.schedulers.containers import distributed_problem
+from hpcjobs.schedulers.base import BaseBackend, Capabilities, Directive, JobStatus, SubmitOptions
+from hpcjobs.schedulers.containers import distributed_problem, env_secret_refusal
 from hpcjobs.schedulers.swarm import formats as fmt
 from hpcjobs.states import parse_job_tag
 from hpcjobs.units import format_memory_slurm, is_ascii_digits
@@ -61,8 +61,6 @@ TASK_ENV = (
     ("HPCJOBS_SWARM_NODE_ID", "{{.Node.ID}}"),
     ("HPCJOBS_SWARM_SERVICE", "{{.Service.Name}}"),
 )
-
-Directive = tuple[str, str]
 
 
 def swarm_directives(job: ResolvedJob) -> list[Directive]:
@@ -354,3 +352,14 @@ class SwarmBackend(BaseBackend):
     def run_folders_mounted(self, site: SiteConfig) -> bool:
         """What the site's ``swarm.mount_run_folders`` says (mounted when the site gives no settings)."""
         return site.swarm is None or site.swarm.mount_run_folders
+
+    # --- render hooks ---
+
+    def directives(self, job: ResolvedJob) -> list[Directive]:
+        """``#SWARM`` lines (:func:`swarm_directives`)."""
+        return swarm_directives(job)
+
+    def env_secret_problem(self, site: SiteConfig, directives: Sequence[str]) -> str | None:
+        """Refused: the job does not get the submitter's environment (:func:`.containers.env_secret_refusal`)."""
+        del directives
+        return env_secret_refusal(site, self.name)

@@ -1,0 +1,81 @@
+"""What checking a job against its site must know of the site's scheduler, without naming it.
+
+:mod:`hpcjobs.resolve` and :mod:`hpcjobs.launch.settings` sit below :mod:`hpcjobs.schedulers` and
+may not import it; the backends there know whether their scheduler mails, how a secret from the
+environment reaches a job, which launchers it provides and whether it signals a job before its
+wall time. The dependency is inverted: this module defines the facts (:class:`SchedulerFacts`) and
+a slot for the lookup by scheduler name (:func:`set_facts_provider`), which
+:mod:`hpcjobs.schedulers.registry` fills when it is imported (every command, and everything that
+renders, imports it). A caller may also pass the facts itself (``resolve(..., scheduler_facts=)``).
+It is a module of its own, importing nothing, so that the registry installing itself stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hpcjobs.config.site import SiteConfig
+
+__all__ = ["FactsProvider", "SchedulerFacts", "facts_of", "set_facts_provider"]
+
+
+def _secret_arrives(site: SiteConfig, directives: Sequence[str]) -> str | None:
+    """The job inherits the submitter's environment: a secret from it arrives (the local runner)."""
+    del site, directives
+    return None
+
+
+@dataclass(frozen=True)
+class SchedulerFacts:
+    """What resolving a job must know of its site's scheduler: the backend's answers, not its name.
+
+    The defaults are those of a scheduler that offers nothing special (the local runner). The
+    scheduler backends fill the rest in (:func:`hpcjobs.schedulers.registry.scheduler_facts_of`, from
+    their ``capabilities``, ``launchers`` and ``env_secret_problem``).
+
+    Attributes:
+        mail: The scheduler mails ``notify:``; elsewhere ``notify`` is ignored with a warning.
+        walltime_signal: The scheduler signals a preemptible job before its wall time ends (Slurm's
+            ``--signal``); elsewhere the script signals itself from a timer and needs ``resources.walltime``.
+        launchers: The scheduler-provided launchers a job may use here
+            (:data:`hpcjobs.launch.settings.SCHEDULER_LAUNCHERS`: ``srun``).
+        env_secret_problem: ``(site, the job's directive lines)`` → why a secret from the submitter's
+            environment (``secrets: {X: {env: Y}}``) cannot reach the job, or ``None`` when it arrives.
+    """
+
+    mail: bool = False
+    walltime_signal: bool = False
+    launchers: frozenset[str] = frozenset()
+    env_secret_problem: Callable[[SiteConfig, Sequence[str]], str | None] = _secret_arrives
+
+
+#: Scheduler name → its facts; installed by :mod:`hpcjobs.schedulers.registry` (see :func:`set_facts_provider`).
+FactsProvider = Callable[[str], SchedulerFacts]
+_facts_provider: FactsProvider | None = None
+
+
+def set_facts_provider(provider: FactsProvider) -> None:
+    """Install the lookup :func:`facts_of` asks for a scheduler's facts (dependency inversion).
+
+    :mod:`hpcjobs.schedulers.registry` calls this when it is imported, with its
+    ``scheduler_facts_of``: the layers that check a job may not import the one that knows the backends.
+    """
+    global _facts_provider
+    _facts_provider = provider
+
+
+def facts_of(scheduler: str) -> SchedulerFacts:
+    """The facts of ``scheduler`` from the installed provider.
+
+    Raises:
+        RuntimeError: No provider is installed (nothing imported :mod:`hpcjobs.schedulers.registry`;
+            a programming error: import it, or pass ``scheduler_facts`` to :func:`hpcjobs.resolve.resolve`).
+        ConfigError: The provider knows no scheduler of that name.
+    """
+    if _facts_provider is None:
+        raise RuntimeError(f"hpcjobs.resolve has no scheduler facts for {scheduler!r}: import "
+                           "hpcjobs.schedulers.registry (it installs them) or pass scheduler_facts=")
+    return _facts_provider(scheduler)
