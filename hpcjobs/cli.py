@@ -194,10 +194,12 @@ def render(experiment: str, site: str | None, overrides: tuple[str, ...], output
            template_dir: tuple[str, ...], script_only: bool = False) -> None:
     """Render the batch script for EXPERIMENT (a YAML file); on Kubernetes, the manifest of its Jobs."""
     from hpcjobs.render.script import render_experiment
+    from hpcjobs.schedulers.registry import capabilities_of
     from hpcjobs.sweep.pack import render_packed
 
     rendered = (render_packed(experiment, site=site, overrides=overrides, template_dirs=template_dir)
                 or render_experiment(experiment, site=site, overrides=overrides, template_dirs=template_dir))
+    manifest = capabilities_of(rendered.job.scheduler).renders_manifest
     if output_dir:
         from pathlib import Path
 
@@ -205,12 +207,12 @@ def render(experiment: str, site: str | None, overrides: tuple[str, ...], output
 
         path = atomic_write_text(Path(output_dir) / rendered.filename, rendered.text, mode=0o700)
         click.echo(str(path))
-        if rendered.job.scheduler == "kubernetes":
+        if manifest:
             from hpcjobs.render.manifest import manifest_yaml
 
             yaml_path = Path(output_dir) / f"{rendered.job.name}.k8s.yaml"
             click.echo(str(atomic_write_text(yaml_path, manifest_yaml(rendered, Path.cwd()))))
-    elif rendered.job.scheduler == "kubernetes" and not script_only:
+    elif manifest and not script_only:
         from pathlib import Path
 
         from hpcjobs.render.manifest import manifest_yaml
@@ -354,7 +356,7 @@ def site_show(name: str, as_json: bool) -> None:
 @handle_errors
 def site_init(scheduler: str, output: str | None, name: str | None) -> None:
     """Write a site file from the live scheduler (partitions, nodes, GPUs, limits), each value with its source."""
-    from hpcjobs.config.discover import discover_site, site_yaml, write_site_file
+    from hpcjobs.sites.discover import discover_site, site_yaml, write_site_file
 
     found = discover_site(scheduler, name=name)
     if output:
@@ -368,7 +370,7 @@ def site_init(scheduler: str, output: str | None, name: str | None) -> None:
 @handle_errors
 def site_diff(site_name: str) -> None:
     """Compare a site file with the live cluster: one line per difference, exit 1 when they differ."""
-    from hpcjobs.config.site_diff import diff_site_file
+    from hpcjobs.sites.diff import diff_site_file
 
     lines = diff_site_file(site_name)
     for line in lines:
@@ -383,9 +385,10 @@ def site_diff(site_name: str) -> None:
 @handle_errors
 def site_validate(files: tuple[str, ...]) -> None:
     """Validate site config FILES (exit 2 on any problem): schema, limits and a test render."""
-    from hpcjobs.config.site_check import check_site_files
+    from hpcjobs.render.script import render_job
+    from hpcjobs.sites.check import check_site_files
 
-    problems = check_site_files(files)
+    problems = check_site_files(files, lambda job: render_job(job).text)
     for f in files:
         if not any(p.file == f for p in problems):
             click.echo(f"ok  {f}")

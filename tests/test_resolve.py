@@ -9,7 +9,6 @@ from hpcjobs.config.loading import load_experiment
 from hpcjobs.config.sites import load_site_file
 from hpcjobs.errors import ConfigError
 from hpcjobs.resolve import directive_names, resolve
-from hpcjobs.schedulers import registry  # noqa: F401  (installs resolve's scheduler facts)
 
 SITES = Path(__file__).parent / "sites"
 

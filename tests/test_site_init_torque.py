@@ -15,11 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from hpcjobs.config import discover
-from hpcjobs.config.discover import Probe, detect_scheduler, discover_site, probe_torque
 from hpcjobs.errors import CommandError
+from hpcjobs.schedulers.pbs.discover_live import torque_command
+from hpcjobs.schedulers.registry import BACKENDS
+from hpcjobs.sites.discover import Probe, detect_scheduler, discover_site, probe_timeout_s, run_discovery
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def probe_torque() -> Probe | None:
+    """What the Torque backend's probe hook finds on this machine."""
+    return BACKENDS["torque"].probe(run_discovery, probe_timeout_s())
+
 DATA = ROOT / "tests" / "data" / "torque" / "discover"
 
 FAKE = """#!{python}
@@ -106,8 +113,8 @@ def test_site_init_validate_render_and_diff_on_torque(fake_torque: Path, tmp_pat
 
 def test_detection_takes_torque_only_from_torques_own_qstat(fake_torque: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert probe_torque() == Probe("torque", "torque-head.example.org")
-    monkeypatch.setattr(discover, "probe_slurm", lambda: None)
-    monkeypatch.setattr(discover, "probe_pbs", lambda: None)
+    for name in ("slurm", "pbspro"):
+        monkeypatch.setattr(BACKENDS[name], "probe", lambda run, timeout: None)
     assert detect_scheduler() == Probe("torque", "torque-head.example.org")
     assert detect_scheduler("torque") == Probe("torque", "torque-head.example.org")
     assert discover_site("torque").scheduler == "torque"
@@ -122,7 +129,7 @@ def test_slurms_qstat_wrapper_is_not_torque(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert probe_torque() is None
     with pytest.raises(CommandError, match="Slurm's PBS wrapper"):
-        discover.torque_command("qstat")
+        torque_command("qstat")
     with pytest.raises(CommandError, match="no Torque scheduler answers"):
         discover_site("torque")
 

@@ -9,12 +9,38 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from hpcjobs.process import CommandResult
+
+#: Seconds one discovery command may take.
+DISCOVERY_TIMEOUT_S = 60.0
 
 #: Words YAML 1.1 reads as booleans or null: partition names spelled so are quoted.
 _YAML_SPECIAL = {"y", "n", "yes", "no", "true", "false", "on", "off", "null", "~"}
 _BARE_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A scheduler that answered on this machine: its family and cluster (server) name."""
+
+    scheduler: str
+    cluster: str
+
+
+class DiscoveryRun(Protocol):
+    """How a backend's discovery hooks run a command (:mod:`hpcjobs.sites.discover` hands them one).
+
+    ``argv[0]`` is the executable the backend chose (PBS's own ``qstat``, not Slurm's wrapper);
+    ``check``: a non-zero exit raises :class:`~hpcjobs.errors.CommandError`.
+    """
+
+    def __call__(self, argv: Sequence[str], *, timeout: float = DISCOVERY_TIMEOUT_S,
+                 check: bool = True) -> CommandResult: ...
 
 
 @dataclass(frozen=True)

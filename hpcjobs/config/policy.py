@@ -22,15 +22,7 @@ import re
 import shlex
 from collections.abc import Iterable
 
-#: sbatch short options and the long option each stands for (sbatch man page, OPTIONS).
-SLURM_SHORT_OPTIONS: dict[str, str] = {
-    "A": "account", "a": "array", "B": "extra-node-info", "b": "begin", "C": "constraint", "c": "cpus-per-task",
-    "D": "chdir", "d": "dependency", "e": "error", "F": "nodefile", "G": "gpus", "H": "hold", "i": "input",
-    "J": "job-name", "k": "no-kill", "L": "licenses", "M": "clusters", "m": "distribution", "N": "nodes",
-    "n": "ntasks", "O": "overcommit", "o": "output", "p": "partition", "q": "qos", "Q": "quiet",
-    "s": "oversubscribe", "S": "core-spec", "t": "time", "V": "version", "v": "verbose", "W": "wait",
-    "w": "nodelist", "x": "exclude",
-}
+from hpcjobs.config import scheduler_names
 
 #: ``-l`` resources whose value is itself a ``:``-separated chunk list (PBS ``select``, Torque ``nodes``).
 _CHUNK_RESOURCES = frozenset({"select", "nodes"})
@@ -72,13 +64,16 @@ def directive_names(directive: str, scheduler: str | None = None) -> set[str]:
     """Every option and resource name a raw directive line sets.
 
     ``--mem=4G`` → {mem}; ``-l select=1:mem=4gb`` → {l, select, mem}; ``-lmem=4gb`` → {l, mem};
-    on Slurm a short option also gives its long name (``-p x`` → {p, partition}).
+    where the scheduler names the long option a short one stands for (its backend's ``short_options``),
+    that name too (Slurm: ``-p x`` → {p, partition}).
 
     Args:
         directive: The text after ``#SBATCH``/``#PBS``.
-        scheduler: The site's scheduler family; ``"slurm"`` adds the long names of short options.
+        scheduler: The site's scheduler family; its short options add their long names.
     """
     names: set[str] = set()
+    facts = scheduler_names.facts_of(scheduler) if scheduler else None
+    short_options = facts.short_options if facts is not None else {}
     words = _words(directive)
     i = 0
     while i < len(words):
@@ -93,8 +88,8 @@ def directive_names(directive: str, scheduler: str | None = None) -> set[str]:
             continue
         letter, attached = short.group(1), short.group(2)
         names.add(letter)
-        if scheduler == "slurm" and letter in SLURM_SHORT_OPTIONS:
-            names.add(SLURM_SHORT_OPTIONS[letter])
+        if letter in short_options:
+            names.add(short_options[letter])
         if letter == "l":
             value = attached
             if not value and i < len(words) and not words[i].startswith("-"):

@@ -5,9 +5,9 @@ may not import it; the backends there know whether their scheduler mails, how a 
 environment reaches a job, which launchers it provides and whether it signals a job before its
 wall time. The dependency is inverted: this module defines the facts (:class:`SchedulerFacts`) and
 a slot for the lookup by scheduler name (:func:`set_facts_provider`), which
-:mod:`hpcjobs.schedulers.registry` fills when it is imported (every command, and everything that
-renders, imports it). A caller may also pass the facts itself (``resolve(..., scheduler_facts=)``).
-It is a module of its own, importing nothing, so that the registry installing itself stays cheap.
+:mod:`hpcjobs` (the package's top module, always imported first) fills with a function that asks
+:mod:`hpcjobs.schedulers.registry` on the first job. A caller may also pass the facts itself
+(``resolve(..., scheduler_facts=)``). It is a module of its own, importing nothing heavy.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class SchedulerFacts:
     env_secret_problem: Callable[[SiteConfig, Sequence[str]], str | None] = _secret_arrives
 
 
-#: Scheduler name → its facts; installed by :mod:`hpcjobs.schedulers.registry` (see :func:`set_facts_provider`).
+#: Scheduler name → its facts; installed by :mod:`hpcjobs` (see :func:`set_facts_provider`).
 FactsProvider = Callable[[str], SchedulerFacts]
 _facts_provider: FactsProvider | None = None
 
@@ -60,7 +60,7 @@ _facts_provider: FactsProvider | None = None
 def set_facts_provider(provider: FactsProvider) -> None:
     """Install the lookup :func:`facts_of` asks for a scheduler's facts (dependency inversion).
 
-    :mod:`hpcjobs.schedulers.registry` calls this when it is imported, with its
+    :mod:`hpcjobs` calls this when it is imported, with a function that asks the registry's
     ``scheduler_facts_of``: the layers that check a job may not import the one that knows the backends.
     """
     global _facts_provider
@@ -71,11 +71,9 @@ def facts_of(scheduler: str) -> SchedulerFacts:
     """The facts of ``scheduler`` from the installed provider.
 
     Raises:
-        RuntimeError: No provider is installed (nothing imported :mod:`hpcjobs.schedulers.registry`;
-            a programming error: import it, or pass ``scheduler_facts`` to :func:`hpcjobs.resolve.resolve`).
+        RuntimeError: No provider is installed (a programming error: :mod:`hpcjobs` installs it).
         ConfigError: The provider knows no scheduler of that name.
     """
     if _facts_provider is None:
-        raise RuntimeError(f"hpcjobs.resolve has no scheduler facts for {scheduler!r}: import "
-                           "hpcjobs.schedulers.registry (it installs them) or pass scheduler_facts=")
+        raise RuntimeError(f"hpcjobs.resolve has no scheduler facts for {scheduler!r}: nothing installed them")
     return _facts_provider(scheduler)

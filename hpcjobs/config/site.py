@@ -3,18 +3,63 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+import types
+import typing
+from typing import Any, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    NonNegativeInt,
+    PositiveInt,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
 
+from hpcjobs.config import scheduler_names
 from hpcjobs.config.site_containers import KubernetesSettings, SwarmSettings
 from hpcjobs.config.types import EnvName, EnvValue, ExportName, Memory, Name, OneLine, StrictModel, Walltime
 
 #: One item of Slurm's TRESBillingWeights (slurm.conf(5)): ``NAME=NUMBER`` with an optional K/M/G/T/P suffix.
 _TRES_WEIGHT = re.compile(r"^[^=\s]+=[0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?[KMGTP]?$")
 
-SchedulerName = Literal["slurm", "pbspro", "torque", "swarm", "kubernetes", "local"]
-SCHEDULERS: tuple[str, ...] = ("slurm", "pbspro", "torque", "swarm", "kubernetes", "local")
+
+def _choices_text(names: tuple[str, ...]) -> str:
+    """``'a', 'b' or 'c'``: how pydantic spells a closed choice (what :mod:`.validation` reads back)."""
+    quoted = [repr(n) for n in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+class _SchedulerNameType:
+    """``scheduler:``: the name of a registered backend (:mod:`hpcjobs.config.scheduler_names`).
+
+    A closed choice like a ``Literal`` (its error is a ``literal_error``, with the choices), but read from
+    the backends' registry when the file is validated, so that a backend added at run time or by an entry
+    point is accepted; the published JSON schema lists the names known when it is generated.
+    """
+
+    @staticmethod
+    def _check(value: Any) -> str:
+        if not isinstance(value, str) or scheduler_names.facts_of(value) is None:
+            raise PydanticCustomError("literal_error", "Input should be {expected}",
+                                      {"expected": _choices_text(scheduler_names.scheduler_names(everything=True))})
+        return value
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(cls._check)
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: core_schema.CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return {"enum": list(scheduler_names.scheduler_names()), "type": "string"}
+
+
+#: The type of ``scheduler:``: a ``str`` that names a known backend.
+SchedulerName = typing.Annotated[str, _SchedulerNameType]
 
 
 class SiteDetection(StrictModel):
@@ -209,18 +254,52 @@ class SiteConfig(StrictModel):
         if self.default_partition is not None and self.default_partition not in self.partitions:
             choices = ", ".join(self.partitions) or "(none defined)"
             raise ValueError(f"default_partition {self.default_partition!r} is not a partition; choices: {choices}")
-        if self.scheduler == "local" and self.partitions:
-            raise ValueError("a 'local' site has no partitions")
-        if self.qos_limits and self.scheduler != "slurm":
-            raise ValueError(f"qos_limits are Slurm QOS limits; this site's scheduler is {self.scheduler}")
-        if self.scheduler == "swarm" and self.swarm is None:
-            raise ValueError("a 'swarm' site needs `swarm:` settings (at least `image:`)")
-        if self.swarm is not None and self.scheduler != "swarm":
-            raise ValueError(f"`swarm:` settings are for swarm sites; this one runs {self.scheduler}")
-        if self.scheduler == "kubernetes" and self.kubernetes is None:
-            raise ValueError("a 'kubernetes' site needs `kubernetes:` settings (at least `image:`)")
-        if self.kubernetes is not None and self.scheduler != "kubernetes":
-            raise ValueError(f"`kubernetes:` settings are for kubernetes sites; this one runs {self.scheduler}")
+        problem = _scheduler_problem(self)
+        if problem:
+            raise ValueError(problem)
         if self.accounts and self.default_account and self.default_account not in self.accounts:
             raise ValueError(f"default_account {self.default_account!r} is not in accounts")
         return self
+
+
+def _section_model(key: str) -> type[BaseModel] | None:
+    """The settings model of site section ``key`` (``SwarmSettings`` for ``swarm``)."""
+    annotation = SiteConfig.model_fields[key].annotation
+    args = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else ()
+    for candidate in (*args, annotation):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _scheduler_problem(site: SiteConfig) -> str | None:
+    """What ``site`` holds that its scheduler's sites may not (or lacks that they need), as the backends say.
+
+    Partitions only where the scheduler has them; a scheduler-only key (``qos_limits``) only on the
+    schedulers that list it; a settings section (``swarm:``) exactly on its own scheduler's sites.
+    """
+    facts = scheduler_names.facts_of(site.scheduler)
+    if facts is None:
+        return None
+    if not facts.partitions and site.partitions:
+        return f"a {site.scheduler!r} site has no partitions"
+    sections: list[str] = []
+    for other in scheduler_names.known().values():
+        if other.site_section and other.site_section not in sections:
+            sections.append(other.site_section)
+        for key in other.site_fields:
+            if key in SiteConfig.model_fields and getattr(site, key) and key not in facts.site_fields:
+                return f"{key} are {other.site_fields[key]}; this site's scheduler is {site.scheduler}"
+    for key in sections:
+        if key not in SiteConfig.model_fields:
+            continue
+        given = getattr(site, key) is not None
+        if key == facts.site_section and not given:
+            model = _section_model(key)
+            needed = [f"`{n}:`" for n, f in model.model_fields.items() if f.is_required()] if model else []
+            at_least = f" (at least {', '.join(needed)})" if needed else ""
+            return f"a {site.scheduler!r} site needs `{key}:` settings{at_least}"
+        if given and key != facts.site_section:
+            owners = " or ".join(scheduler_names.field_owners(key)[0])
+            return f"`{key}:` settings are for {owners} sites; this one runs {site.scheduler}"
+    return None

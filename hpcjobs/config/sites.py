@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcjobs.config import scheduler_names
 from hpcjobs.config.site import SiteConfig
 from hpcjobs.config.validation import did_you_mean, validate_document
 from hpcjobs.config.yamlio import read_yaml
@@ -134,6 +135,7 @@ def detect_site(
             continue  # a broken site file must not stop detection; `site validate` reports it
         if cluster_name and cluster_name in site.detect.cluster_names:
             return site.name
-        if site.scheduler != "local" and _matches(site, hostname, env):
+        facts = scheduler_names.facts_of(site.scheduler)
+        if facts is not None and not facts.runs_here and _matches(site, hostname, env):
             return site.name
     return DEFAULT_SITE

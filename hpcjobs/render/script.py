@@ -109,7 +109,7 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
         searched = ", ".join(str(p) for p in template_search_path(template_dirs))
         message = f"template {exc.name!r} not found (searched {searched})"
         if template is None and job.site.template and job.site_file:  # the site's `template:` names it
-            from hpcjobs.config.site_check import locate_in_site_file
+            from hpcjobs.sites.check import locate_in_site_file
 
             raise ConfigError(locate_in_site_file(job.site_file, ("template",), message)) from None
         raise ConfigError(ConfigProblem(message, key="template")) from None
@@ -150,7 +150,7 @@ def detect_current_site(*, ask_scheduler: bool = False, refresh: bool = False) -
                 log.warning("site %s (detected from cluster %s in this machine's scheduler configuration)",
                             name, cluster)
             return name
-    from hpcjobs.config.discover import discovered_site_for_this_machine, discovery_enabled
+    from hpcjobs.sites.discover import discovered_site_for_this_machine, discovery_enabled
 
     found = discovered_site_for_this_machine(ask=ask_scheduler, refresh=refresh and ask_scheduler)
     if found is not None:

@@ -21,6 +21,7 @@ from hpcjobs.ids import check_values, is_safe_value
 from hpcjobs.units import format_memory_slurm
 
 if TYPE_CHECKING:
+    from hpcjobs.config.discover_model import DiscoveredSite, DiscoveryRun, Probe
     from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
     from hpcjobs.schedulers.estimates import QueueState, StartEstimate
@@ -205,6 +206,12 @@ class Capabilities:
             submitting it (``start_estimate_argv``, ``parse_start_estimate``: Slurm's ``sbatch --test-only``).
         queue_states: The scheduler lists its queues' states and job counts (``queue_state_argv``,
             ``parse_queue_states``: PBS Pro's ``qstat -Q -f -F json``).
+        discoverable: ``hpcjobs site init`` can read a site from the live scheduler (``probe`` and
+            ``discover_site``), and site detection asks it whether it answers on this machine.
+        runs_here: Jobs run as processes of this machine (the local runner): its sites are never
+            detected by host name or environment.
+        renders_manifest: A rendered job is also a manifest (Kubernetes Jobs): ``hpcjobs render``
+            prints the manifest, and writes it beside the script.
     """
 
     packing: bool = False
@@ -234,6 +241,10 @@ class Capabilities:
     #: Points run as processes of this machine (the ``local`` site): no scheduler, no scheduler commands
     #: (the backend implements none of the required hooks), no client, no accounting.
     runs_here: bool = False
+
+    # --- site hooks ---
+    discoverable: bool = False
+    renders_manifest: bool = False
 
     def __post_init__(self) -> None:
         if self.failed_upstream not in ("none", "blocked", "deleted"):
@@ -271,6 +282,9 @@ CAPABILITY_HOOKS: dict[str, tuple[str, ...]] = {
     # --- plan capabilities ---
     "start_estimate": ("start_estimate_argv", "parse_start_estimate"),
     "queue_states": ("queue_state_argv", "parse_queue_states"),
+
+    # --- site hooks ---
+    "discoverable": ("probe", "discover_site"),
 }
 
 
@@ -600,6 +614,52 @@ class BaseBackend(JobIdGrammar):
         """
         del site, directives
         return None
+
+    # --- site hooks ---
+
+    #: The settings section every site file of this scheduler has, named like the site key
+    #: (``"swarm"``: ``swarm:``); no other scheduler's site may have it. ``None``: none.
+    site_section: str | None = None
+    #: Site keys only schedulers listing them accept, each with what it holds in words
+    #: (``{"qos_limits": "Slurm QOS limits"}``); default: none.
+    site_fields: Mapping[str, str] = MappingProxyType({})
+    #: Whether a site of this scheduler has partitions (queues).
+    site_partitions: bool = True
+    #: Short options of a raw directive and the long option each stands for (``{"p": "partition"}``),
+    #: so that a site's ``forbidden_directives`` catch both spellings; default: none.
+    short_options: Mapping[str, str] = MappingProxyType({})
+    #: The commands that tell whether this scheduler answers, in the message that says none does
+    #: (``scontrol show config``; ``discoverable``).
+    probe_hint: str = ""
+
+    @property
+    def display_name(self) -> str:
+        """The scheduler's name in messages (``Slurm``, ``PBS Pro/OpenPBS``); default: :attr:`name` capitalised."""
+        return self.name.capitalize()
+
+    @property
+    def short_name(self) -> str:
+        """The scheduler's name in a list of several (``Slurm, PBS or Torque``); default: :attr:`display_name`."""
+        return self.display_name
+
+    @property
+    def label(self) -> str:
+        """What one of its clusters is called (``Slurm cluster``, ``PBS server``); default: ``<name> cluster``."""
+        return f"{self.display_name} cluster"
+
+    def probe(self, run: DiscoveryRun, timeout: float) -> Probe | None:
+        """Whether this scheduler answers on this machine, each command given ``timeout`` seconds
+        (``discoverable``): its cluster's name, or ``None`` (logged) when it does not answer."""
+        raise UnsupportedCommand(f"{self.name}: probe")
+
+    def discover_site(self, run: DiscoveryRun, name: str | None, user: str) -> DiscoveredSite:
+        """Partitions, nodes and limits read from the live scheduler (``discoverable``); ``user``'s
+        associations give the submit and QOS limits where the scheduler has them.
+
+        Raises:
+            CommandError: One of its commands failed.
+        """
+        raise UnsupportedCommand(f"{self.name}: discover_site")
 
 
 def job_key_of(backend: BaseBackend) -> Callable[[str], str] | None:

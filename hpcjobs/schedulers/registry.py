@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hpcjobs.config.scheduler_facts import SchedulerFacts, set_facts_provider
+from hpcjobs.config.scheduler_facts import SchedulerFacts
+from hpcjobs.config.scheduler_names import SiteRules
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.schedulers.base import CAPABILITY_HOOKS, BaseBackend, Capabilities, Directive, JobEnv
 from hpcjobs.schedulers.kubernetes.backend import KubernetesBackend
@@ -194,4 +195,20 @@ def template_of(scheduler: str) -> str:
     return get_backend(scheduler).template
 
 
-set_facts_provider(scheduler_facts_of)
+def site_facts_of(backend: BaseBackend) -> SiteRules:
+    """What a site file of ``backend``'s scheduler may hold, from its site hooks (for the config layer)."""
+    return SiteRules(backend.name, site_section=backend.site_section, site_fields=backend.site_fields,
+                     partitions=backend.site_partitions, runs_here=backend.capabilities.runs_here,
+                     short_options=backend.short_options)
+
+
+def site_catalog(everything: bool = False) -> dict[str, SiteRules]:
+    """Every scheduler a site file may name, by name, with what its site files may hold.
+
+    The registered backends in their order (the local runner last): what
+    :mod:`hpcjobs.config.scheduler_names` answers the site schema with (plugged in by ``hpcjobs/__init__.py``).
+    ``everything``: the entry points' backends are loaded first.
+    """
+    if everything:
+        _load_entry_points()
+    return {name: site_facts_of(backend) for name, backend in BACKENDS.items()}

@@ -30,18 +30,8 @@ from architecture.imports import (
 
 #: (importer, imported) pairs that still go up a layer.
 UPWARD: frozenset[tuple[str, str]] = frozenset({
-    ("hpcjobs.config.discover", "hpcjobs.schedulers.limits_cache"),
-    ("hpcjobs.config.discover", "hpcjobs.schedulers.locate"),
-    ("hpcjobs.config.discover", "hpcjobs.schedulers.pbs.discover"),
-    ("hpcjobs.config.discover", "hpcjobs.schedulers.pbs.discover_torque"),
-    ("hpcjobs.config.discover", "hpcjobs.schedulers.pbs.formats"),
-    ("hpcjobs.config.discover", "hpcjobs.schedulers.slurm.discover"),
-    ("hpcjobs.config.discover", "hpcjobs.schedulers.slurm.discover_qos"),
-    ("hpcjobs.config.discover", "hpcjobs.schedulers.slurm.formats"),
     ("hpcjobs.config.experiment", "hpcjobs.sweep.results_spec"),
     ("hpcjobs.config.experiment", "hpcjobs.sweep.spec"),
-    ("hpcjobs.config.site_check", "hpcjobs.render.script"),
-    ("hpcjobs.config.site_check", "hpcjobs.resolve"),
     ("hpcjobs.sweep.results", "hpcjobs.accounting.schema"),
     ("hpcjobs.sweep.results", "hpcjobs.analysis"),
     ("hpcjobs.sweep.rightsize", "hpcjobs.accounting.report_source"),
@@ -51,7 +41,6 @@ UPWARD: frozenset[tuple[str, str]] = frozenset({
 #: Circles of modules that still import each other (function-level imports included), as sorted tuples.
 CYCLES: frozenset[tuple[str, ...]] = frozenset({
     ("hpcjobs.analysis", "hpcjobs.sweep.results"),
-    ("hpcjobs.config.site_check", "hpcjobs.render.script"),
     ("hpcjobs.submit", "hpcjobs.sweep.singles"),
     ("hpcjobs.sweep.api", "hpcjobs.sweep.identity", "hpcjobs.sweep.listing", "hpcjobs.sweep.local",
      "hpcjobs.sweep.logs", "hpcjobs.sweep.pack", "hpcjobs.sweep.pipeline", "hpcjobs.sweep.prepare",

@@ -8,9 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hpcjobs.config.discover import site_yaml
 from hpcjobs.config.site import SiteConfig
-from hpcjobs.config.site_diff import diff_site
 from hpcjobs.config.validation import validate_document
 from hpcjobs.config.yamlio import parse_yaml
 from hpcjobs.schedulers.pbs.discover import build_pbs_site, generic_user_limit, pbs_memory, pbs_walltime
@@ -23,6 +21,8 @@ from hpcjobs.schedulers.slurm.discover import (
     slurm_megabytes,
     slurm_time,
 )
+from hpcjobs.sites.diff import diff_site
+from hpcjobs.sites.discover import site_yaml
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 SLURM = DATA / "slurm" / "testbed"

@@ -8,15 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hpcjobs.config.discover import site_yaml
 from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.site import SiteConfig
-from hpcjobs.config.site_diff import diff_site
 from hpcjobs.config.validation import validate_document
 from hpcjobs.config.yamlio import parse_yaml
 from hpcjobs.errors import ConfigError
 from hpcjobs.resolve import resolve
-from hpcjobs.schedulers import registry  # noqa: F401  (installs resolve's scheduler facts)
 from hpcjobs.schedulers.slurm.discover import build_slurm_site
 from hpcjobs.schedulers.slurm.discover_qos import (
     QOS_ARGV,
@@ -29,6 +26,8 @@ from hpcjobs.schedulers.slurm.discover_qos import (
     user_qos_names,
     wall_seconds,
 )
+from hpcjobs.sites.diff import diff_site
+from hpcjobs.sites.discover import site_yaml
 
 SLURM = Path(__file__).resolve().parents[1] / "data" / "slurm" / "testbed"
 QOS_FMT = (SLURM / "sacctmgr_show_qos_format_parsable2.txt").read_text()

@@ -8,10 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hpcjobs.config.discover import site_yaml
 from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.site import SiteConfig
-from hpcjobs.config.site_diff import diff_site
 from hpcjobs.config.validation import validate_document
 from hpcjobs.config.yamlio import parse_yaml
 from hpcjobs.render.script import render_job
@@ -27,6 +25,8 @@ from hpcjobs.schedulers.pbs.discover_torque import (
     torque_node_count,
     torque_walltime,
 )
+from hpcjobs.sites.diff import diff_site
+from hpcjobs.sites.discover import site_yaml
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "torque" / "discover"
 KISTI_Q = (DATA / "kisti-gsdc_torque-6.1.2_qstat-Qf.txt").read_text()

@@ -98,7 +98,7 @@ def test_no_site_file_anywhere_submits_to_the_discovered_slurm_site(
     exp = tmp_path / "exp.yaml"
     exp.write_text("name: discovered\ncommand: echo hi\nresources:\n  walltime: 00:01:00\n"
                    "sweep:\n  grid:\n    x: [1, 2]\n")
-    from hpcjobs.config.discover import cache_dir
+    from hpcjobs.sites.discover import cache_dir
 
     result = CliRunner().invoke(main, ["sweep", str(exp), "--json"])
     assert result.exit_code == 0, result.output

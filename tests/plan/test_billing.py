@@ -62,11 +62,11 @@ def test_site_discovery_records_the_partitions_billing_weights() -> None:
     testbed sets none; the value is the slurm.conf(5) example), through ``site init``'s YAML and back."""
     from pathlib import Path
 
-    from hpcjobs.config.discover import site_yaml
     from hpcjobs.config.site import SiteConfig
     from hpcjobs.config.validation import validate_document
     from hpcjobs.config.yamlio import parse_yaml
     from hpcjobs.schedulers.slurm.discover import build_slurm_site
+    from hpcjobs.sites.discover import site_yaml
 
     testbed = Path(__file__).resolve().parents[1] / "data" / "slurm" / "testbed"
     lines = (testbed / "scontrol_show_partition_oneliner.txt").read_text().splitlines()

@@ -83,13 +83,18 @@ def test_undeclared_commands_say_so(backend: BaseBackend) -> None:
                     _call(backend, hook)
 
 
+def _no_run(argv: object, **options: object) -> object:
+    raise AssertionError(f"an undeclared discovery hook ran {argv}")
+
+
 def _call(backend: BaseBackend, hook: str) -> object:
     args = {"tag_query_argvs": ("exp", "alice"), "user_limits_argv": ("alice",), "queued_argv": ("alice",),
             "logs_argv": ("123",), "same_job": ("1", "1"), "job_key": ("1",), "command_path": ("qsub", {}),
             "needs_server_version": (Path("x.sh"),), "parse_user_limits": ("",),
             "submit_argv_in": (Path("x.sh"), SubmitOptions(), Path(".")), "parse_submit_for": (["x"], "1\n"),
             "start_estimate_argv": (Path("x.sh"), "p", None), "parse_start_estimate": ("", 1), "queue_state_argv": (),
-            "submit_argv": (Path("x.sh"), SubmitOptions())}
+            "submit_argv": (Path("x.sh"), SubmitOptions()),
+            "probe": (_no_run, 1.0), "discover_site": (_no_run, None, "alice")}
     fn = getattr(backend, hook)
     if hook in args:
         return fn(*args[hook])

@@ -17,14 +17,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "hpcjobs"
 NAMES = frozenset({"slurm", "pbspro", "torque", "pbs", "swarm", "kubernetes", "local"})
 
-#: Module -> scheduler-name switches it still has (the site schema's ``Literal`` is not counted).
+#: Module -> scheduler-name switches it still has.
 REMAINING: dict[str, int] = {
-    "hpcjobs/cli.py": 2,
-    "hpcjobs/config/discover.py": 6,
-    "hpcjobs/config/policy.py": 1,
-    "hpcjobs/config/site.py": 6,
-    "hpcjobs/config/site_diff.py": 1,
-    "hpcjobs/config/sites.py": 1,
 }
 
 

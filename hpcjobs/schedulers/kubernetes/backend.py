@@ -255,7 +255,7 @@ class KubernetesBackend(BaseBackend):
 
     name = "kubernetes"
     capabilities = Capabilities(services=True, submit_in_folder=True, submit_names_job=True, server_version=True,
-                                logs_command=True)
+                                logs_command=True, renders_manifest=True)
     directive_prefix = DIRECTIVE_PREFIX
     array_index_var = "HPCJOBS_TASK_INDEX"
     job_id_var = "HPCJOBS_JOB_ID"
@@ -383,3 +383,7 @@ class KubernetesBackend(BaseBackend):
         """Refused: the job does not get the submitter's environment (:func:`.containers.env_secret_refusal`)."""
         del directives
         return env_secret_refusal(site, self.name)
+
+    # --- site hooks ---
+
+    site_section = "kubernetes"

@@ -29,6 +29,11 @@ class LocalBackend(BaseBackend):
     job_id_pattern = JOB_ID_RE
     job_id_grammar = "local-<pid>-<token>, optionally _<index>"
 
+    # --- site hooks ---
+
+    #: A local site has no partitions: the points run here.
+    site_partitions = False
+
     # --- sweep hooks ---
 
     submitit_cluster = "local"

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hpcjobs.config.discover_model import DiscoveredSite, DiscoveryRun, Probe
 from hpcjobs.schedulers.base import (
     ArraySpec,
     BaseBackend,
@@ -26,8 +27,8 @@ from hpcjobs.schedulers.base import (
 )
 from hpcjobs.schedulers.estimates import QueueState
 from hpcjobs.schedulers.locate import locate_pbs_command
+from hpcjobs.schedulers.pbs import discover_live, queues
 from hpcjobs.schedulers.pbs import formats as fmt
-from hpcjobs.schedulers.pbs import queues
 from hpcjobs.schedulers.pbs import torque as tfmt
 from hpcjobs.schedulers.pbs.directives import (
     pbs_array_argument,
@@ -58,7 +59,8 @@ class PbsProBackend(BaseBackend):
     name = "pbspro"
     capabilities = Capabilities(packing=True, dependencies=True, status_fallback=True, cluster_limits=True,
                                 job_ids_as_text=False, command_paths=True, failed_upstream="deleted",
-                                queue_states=True, mail=True)
+                                queue_states=True, mail=True,
+                                discoverable=True)
     directive_prefix = "#PBS"
     array_index_var = "PBS_ARRAY_INDEX"
     job_id_var = "PBS_JOBID"
@@ -256,6 +258,23 @@ class PbsProBackend(BaseBackend):
                 "`qsub -v`, which stores its value in the job's attributes (shown by `qstat -f`); "
                 "use `file:` instead (a file only you can read, e.g. chmod 600 ~/.secret)")
 
+    # --- site hooks ---
+
+    display_name = "PBS Pro/OpenPBS"
+    short_name = "PBS"
+    label = "PBS server"
+    probe_hint = "PBS's qstat -B"
+
+    def probe(self, run: DiscoveryRun, timeout: float) -> Probe | None:
+        """The server when PBS's own ``qstat -B -f -F json`` answers."""
+        server = discover_live.probe_pbs(run, timeout)
+        return None if server is None else Probe(self.name, server)
+
+    def discover_site(self, run: DiscoveryRun, name: str | None, user: str) -> DiscoveredSite:
+        """Queues, nodes and limits from ``qstat -Q``, ``pbsnodes -a`` and ``qstat -B`` (JSON)."""
+        del user
+        return discover_live.discover_pbs_site(run, name=name)
+
 
 class TorqueBackend(PbsProBackend):
     """Torque commands: ``-t`` arrays, ``qstat -f -x`` XML, ``PBS_ARRAYID``."""
@@ -346,3 +365,20 @@ class TorqueBackend(PbsProBackend):
     def directives(self, job: ResolvedJob) -> list[Directive]:
         """``#PBS`` options in Torque's ``nodes=N:ppn=P`` form (:func:`.directives.torque_directives`)."""
         return torque_directives(job)
+
+    # --- site hooks ---
+
+    display_name = "Torque"
+    short_name = "Torque"
+    label = "Torque server"
+    probe_hint = "Torque's qstat --version"
+
+    def probe(self, run: DiscoveryRun, timeout: float) -> Probe | None:
+        """The server when Torque's ``qstat --version`` and ``qstat -B -f`` answer (not Slurm's wrapper)."""
+        server = discover_live.probe_torque(run, timeout)
+        return None if server is None else Probe(self.name, server)
+
+    def discover_site(self, run: DiscoveryRun, name: str | None, user: str) -> DiscoveredSite:
+        """Queues, nodes and limits from Torque's ``qstat -Q -f``, ``pbsnodes -a`` and ``qstat -B -f``."""
+        del user
+        return discover_live.discover_torque_site(run, name=name)

@@ -12,10 +12,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from hpcjobs.config.discover_model import DiscoveredSite, DiscoveryRun, Probe
 from hpcjobs.config.policy import slurm_exports_environment
 from hpcjobs.schedulers.base import BaseBackend, Capabilities, ClusterLimits, Directive, JobStatus, SubmitOptions
 from hpcjobs.schedulers.estimates import StartEstimate
-from hpcjobs.schedulers.slurm import estimate
+from hpcjobs.schedulers.slurm import discover_live, estimate
 from hpcjobs.schedulers.slurm import formats as fmt
 from hpcjobs.schedulers.slurm.directives import array_argument, slurm_directives
 from hpcjobs.schedulers.status_table import StatusTable
@@ -47,6 +48,17 @@ def slurm_dependency(options: SubmitOptions) -> str:
     return ",".join(f"after{cond}:" + ":".join(SlurmBackend().check_job_ids(ids)) for cond, ids in groups)
 
 
+#: sbatch short options and the long option each stands for (sbatch man page, OPTIONS).
+SBATCH_SHORT_OPTIONS: Mapping[str, str] = MappingProxyType({
+    "A": "account", "a": "array", "B": "extra-node-info", "b": "begin", "C": "constraint", "c": "cpus-per-task",
+    "D": "chdir", "d": "dependency", "e": "error", "F": "nodefile", "G": "gpus", "H": "hold", "i": "input",
+    "J": "job-name", "k": "no-kill", "L": "licenses", "M": "clusters", "m": "distribution", "N": "nodes",
+    "n": "ntasks", "O": "overcommit", "o": "output", "p": "partition", "q": "qos", "Q": "quiet",
+    "s": "oversubscribe", "S": "core-spec", "t": "time", "V": "version", "v": "verbose", "W": "wait",
+    "w": "nodelist", "x": "exclude",
+})
+
+
 class SlurmBackend(BaseBackend):
     """Slurm commands and output parsers.
 
@@ -60,7 +72,7 @@ class SlurmBackend(BaseBackend):
     capabilities = Capabilities(packing=True, dependencies=True, columnar_status=True, status_fallback=True,
                                 fallback_for_missing=True, cluster_limits=True, user_limits=True, qos_limits=True,
                                 queued_count=True, failed_upstream="blocked", start_estimate=True, mail=True,
-                                walltime_signal=True)
+                                walltime_signal=True, discoverable=True)
     directive_prefix = "#SBATCH"
     array_index_var = "SLURM_ARRAY_TASK_ID"
     job_id_var = "SLURM_JOB_ID"
@@ -299,3 +311,19 @@ class SlurmBackend(BaseBackend):
             return None
         return ("an --export directive stops sbatch passing the submitter's environment to the job, so this "
                 "secret would not arrive; use `file:` or --export=ALL")
+
+    # --- site hooks ---
+
+    display_name = "Slurm"
+    probe_hint = "scontrol show config"
+    site_fields = MappingProxyType({"qos_limits": "Slurm QOS limits"})
+    short_options = SBATCH_SHORT_OPTIONS
+
+    def probe(self, run: DiscoveryRun, timeout: float) -> Probe | None:
+        """The cluster when ``scontrol show config`` answers (``sbatch`` and ``scontrol`` on ``PATH``)."""
+        cluster = discover_live.probe_cluster(run, timeout)
+        return None if cluster is None else Probe(self.name, cluster)
+
+    def discover_site(self, run: DiscoveryRun, name: str | None, user: str) -> DiscoveredSite:
+        """Partitions and nodes from ``scontrol``, ``user``'s submit and QOS limits from ``sacctmgr``."""
+        return discover_live.discover_site(run, name=name, user=user)

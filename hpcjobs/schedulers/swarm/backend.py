@@ -363,3 +363,7 @@ class SwarmBackend(BaseBackend):
         """Refused: the job does not get the submitter's environment (:func:`.containers.env_secret_refusal`)."""
         del directives
         return env_secret_refusal(site, self.name)
+
+    # --- site hooks ---
+
+    site_section = "swarm"

@@ -3,11 +3,13 @@
 For each site file: the schema; ``default_qos`` against every partition's ``qos`` list; the
 ``prologue`` and ``epilogue`` through ``bash -n``; and a one-CPU job rendered on every partition,
 also through ``bash -n`` (a script bash cannot parse fails on the cluster only when the job starts).
+The rendering is the caller's (:data:`RenderScript`, the CLI hands in the renderer's): it sits a
+layer above the sites.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hpcjobs.config.experiment import Experiment
@@ -15,6 +17,10 @@ from hpcjobs.config.site import SiteConfig
 from hpcjobs.config.validation import validate_document
 from hpcjobs.config.yamlio import KeyPath, YamlDocument, read_yaml
 from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.resolve import ResolvedJob, resolve
+
+#: The text of the batch script of a resolved job (:func:`hpcjobs.render.script.render_job`'s ``.text``).
+RenderScript = Callable[[ResolvedJob], str]
 
 #: Seconds ``bash -n`` may take on one script (it only parses).
 BASH_CHECK_TIMEOUT_S = 30.0
@@ -63,10 +69,7 @@ def _shell_problems(site: SiteConfig, doc: YamlDocument) -> list[ConfigProblem]:
     return problems
 
 
-def _render_problems(site: SiteConfig, doc: YamlDocument, f: str) -> list[ConfigProblem]:
-    from hpcjobs.render.script import render_job
-    from hpcjobs.resolve import resolve
-
+def _render_problems(site: SiteConfig, doc: YamlDocument, f: str, render: RenderScript) -> list[ConfigProblem]:
     problems: list[ConfigProblem] = []
     account = site.default_account or (site.accounts[0] if site.accounts else
                                        ("validate" if site.account_required else None))
@@ -75,7 +78,7 @@ def _render_problems(site: SiteConfig, doc: YamlDocument, f: str) -> list[Config
         where = f"test render on partition {partition!r}" if partition else "test render"
         exp = Experiment(name="validate", command="true", partition=partition, account=account)
         try:
-            text = render_job(resolve(exp, site, site_file=f)).text
+            text = render(resolve(exp, site, site_file=f))
         except ConfigError as exc:
             for p in exc.problems:
                 if p.key == "template" and site.template and p.file is None:
@@ -92,8 +95,8 @@ def _render_problems(site: SiteConfig, doc: YamlDocument, f: str) -> list[Config
     return problems
 
 
-def check_site_files(files: Sequence[str]) -> list[ConfigProblem]:
-    """Validate each site file and render a one-CPU job on each of its partitions.
+def check_site_files(files: Sequence[str], render: RenderScript) -> list[ConfigProblem]:
+    """Validate each site file and render a one-CPU job on each of its partitions with ``render``.
 
     Returns:
         Every problem found, each naming its file (empty when all files are good).
@@ -109,7 +112,7 @@ def check_site_files(files: Sequence[str]) -> list[ConfigProblem]:
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
-        found = _qos_problems(site, doc) + _shell_problems(site, doc) + _render_problems(site, doc, f)
+        found = _qos_problems(site, doc) + _shell_problems(site, doc) + _render_problems(site, doc, f, render)
         for p in found:  # named as given, so the command line can tell which files were ok
             if p.file == doc.file:
                 p.file = f

@@ -82,11 +82,12 @@ def diff_site_file(path: str, *, scheduler: str = "auto") -> list[str]:
         ConfigError: The site file is invalid.
         CommandError: No scheduler answers, or one of its commands failed.
     """
-    from hpcjobs.config.discover import discover_site
     from hpcjobs.config.sites import find_site, load_site_file
+    from hpcjobs.schedulers.registry import capabilities_of
+    from hpcjobs.sites.discover import discover_site
 
     site = load_site_file(find_site(path))
-    wanted = site.scheduler if scheduler == "auto" and site.scheduler in ("slurm", "pbspro", "torque") else scheduler
+    wanted = site.scheduler if scheduler == "auto" and capabilities_of(site.scheduler).discoverable else scheduler
     return diff_site(site, discover_site(wanted, name=site.name))
 
 
@@ -95,8 +96,8 @@ def diff_site(site: SiteConfig, live: DiscoveredSite) -> list[str]:
 
     File entries are matched to the cluster's by key, then by ``scheduler_name``.
     """
-    from hpcjobs.config.discover import site_yaml
     from hpcjobs.config.yamlio import parse_yaml
+    from hpcjobs.sites.discover import site_yaml
 
     cluster = validate_document(SiteConfig, parse_yaml(site_yaml(live), file=f"<discovered from {live.cluster}>"))
     lines: list[str] = []
