@@ -2,8 +2,9 @@
 
 Lookup order (first match wins): each directory in ``$HPCJOBS_TEMPLATE_PATH``,
 the user's ``~/.config/hpcjobs/templates``, the site-wide
-``/etc/hpcjobs/templates``, then the templates shipped with hpcjobs. A user's
-``slurm.sh.j2`` therefore replaces the shipped one, and any template can
+``/etc/hpcjobs/templates``, the templates shipped with hpcjobs, then those each registered
+scheduler backend ships in its own folder (:attr:`~hpcjobs.schedulers.base.BaseBackend.template_dir`).
+A user's ``slurm.sh.j2`` therefore replaces the shipped one, and any template can
 ``{% extends %}`` a shipped one by name.
 """
 
@@ -27,7 +28,14 @@ def template_search_path(extra: tuple[str, ...] = ()) -> list[Path]:
     dirs = [Path(p) for p in extra]
     dirs += [Path(p) for p in os.environ.get("HPCJOBS_TEMPLATE_PATH", "").split(os.pathsep) if p]
     dirs += [user_config_dir() / "templates", SYSTEM_TEMPLATE_DIR, shipped_dir("templates")]
-    return dirs
+    return dirs + [d for d in _backend_template_dirs() if d not in dirs]
+
+
+def _backend_template_dirs() -> tuple[Path, ...]:
+    """The template folders the registered backends ship, in registration order."""
+    from hpcjobs.schedulers.registry import BACKENDS
+
+    return tuple(d for d in (b.template_dir for b in BACKENDS.values()) if d is not None)
 
 
 def shell_quote(value: object) -> str:
@@ -53,8 +61,8 @@ def shell_quote_path(value: object) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _environment(extra: tuple[str, ...], env_key: tuple[str, ...]) -> jinja2.Environment:
-    del env_key  # part of the cache key only: the search path depends on these variables
+def _environment(extra: tuple[str, ...], env_key: tuple[str | None, ...]) -> jinja2.Environment:
+    del env_key  # part of the cache key only: the search path depends on these variables and backends
     dirs = [str(d) for d in template_search_path(extra)]
     loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(d) for d in dirs])
     env = jinja2.Environment(
@@ -76,5 +84,5 @@ _ENV_KEYS = ("HPCJOBS_TEMPLATE_PATH", "XDG_CONFIG_HOME", "HOME")
 
 def template_environment(extra_dirs: tuple[str, ...] = ()) -> jinja2.Environment:
     """The Jinja environment for the current search path (cached per path)."""
-    env_key = tuple(map(os.environ.get, _ENV_KEYS))
+    env_key = (*map(os.environ.get, _ENV_KEYS), *map(str, _backend_template_dirs()))
     return _environment(tuple(str(d) for d in extra_dirs), env_key)

@@ -8,6 +8,7 @@ A backend never runs anything itself. :class:`hpcjobs.schedulers.client.Schedule
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -593,6 +594,23 @@ class BaseBackend(JobIdGrammar):
         A site's or an experiment's ``template:`` wins over it (:func:`hpcjobs.render.script.template_name`).
         """
         return f"{self.name}.sh.j2"
+
+    @functools.cached_property
+    def template_dir(self) -> Path | None:
+        """A folder of templates this backend ships (its :attr:`template` among them), or ``None``.
+
+        Default: ``templates/`` beside the module that defines the backend's class, when there is one, so
+        that a backend made in its own folder brings its template along. Rendering looks there after the
+        user's, the site-wide and hpcjobs' own template folders: a user's template of the same name wins.
+        """
+        import sys
+
+        module = sys.modules.get(type(self).__module__)
+        source = getattr(module, "__file__", None)
+        if source is None:
+            return None
+        folder = Path(source).resolve().parent / "templates"
+        return folder if folder.is_dir() else None
 
     def directives(self, job: ResolvedJob) -> list[Directive]:
         """The directives of ``job``'s script, in order (none by default: a scheduler that reads none).
