@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, PositiveInt, model_validator
 
+from hpcjobs.config.mounts import mount_path
 from hpcjobs.config.types import StrictModel
 
 #: An image reference as docker parses it: ``[registry[:port]/]path[:tag][@digest]``, no spaces.
@@ -50,20 +51,6 @@ def _kind(value: str) -> str:
 def _network(value: str) -> str:
     if not _NETWORK_RE.fullmatch(value):
         raise ValueError(f"{value!r} is not a network name")
-    return value
-
-
-def mount_path(value: str) -> str:
-    """``value`` if it is an absolute path docker's ``--mount`` syntax can carry.
-
-    Raises:
-        ValueError: It is relative, or holds a comma, a quote or a control character.
-    """
-    if not value.startswith("/"):
-        raise ValueError(f"{value!r} is not an absolute path")
-    bad = [c for c in value if c in ',"\'' or ord(c) < 0x20 or ord(c) == 0x7F]
-    if bad:
-        raise ValueError(f"{value!r} contains {bad[0]!r}, which docker's --mount syntax cannot carry")
     return value
 
 

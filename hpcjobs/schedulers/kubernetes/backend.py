@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpcjobs.config.site_containers import mount_path
+from hpcjobs.config.mounts import mount_path
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 from hpcjobs.output import atomic_write_text
 from hpcjobs.schedulers.base import BaseBackend, Capabilities, Directive, JobStatus, SubmitOptions

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpcjobs.config.site_containers import mount_path
+from hpcjobs.config.mounts import mount_path
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 from hpcjobs.schedulers.base import BaseBackend, Capabilities, Directive, JobStatus, SubmitOptions
 from hpcjobs.schedulers.containers import distributed_problem, env_secret_refusal
