@@ -126,8 +126,9 @@ class Report:
     written: list[Path] = field(default_factory=list)
 
 
-def _read(request: ReportRequest, notes: list[str]) -> tuple[pd.DataFrame, pd.DataFrame | None, str | None]:
-    """The report's rows (and the sweep's attempts and id), with skipped-record warnings turned into notes."""
+def _read(request: ReportRequest, notes: list[str]) -> tuple[pd.DataFrame, pd.DataFrame | None, str | None,
+                                                           pd.DataFrame | None]:
+    """The report's rows, the sweep's attempts and id, and the GPU summary, with skipped-record warnings as notes."""
     from hpcjobs.accounting.report_source import load_report_frame
     from hpcjobs.skipped import SkippedRecordsWarning
 
@@ -145,12 +146,17 @@ def _read(request: ReportRequest, notes: list[str]) -> tuple[pd.DataFrame, pd.Da
             df, attempts, sweep_id = data.jobs, data.attempts, data.sweep_id
         else:
             df = load_report_frame(request.filters, **read)
+        gpu = None
+        if request.gpu_logs:
+            from hpcjobs.accounting.sources.gpu import find_gpu_files, gpu_job_summary
+
+            gpu = gpu_job_summary(find_gpu_files(request.gpu_logs))
     for w in caught:
         if issubclass(w.category, SkippedRecordsWarning):
             notes.append(str(w.message))
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return df, attempts, sweep_id
+    return df, attempts, sweep_id, gpu
 
 
 def _tables(request: ReportRequest, df: pd.DataFrame, attempts: pd.DataFrame | None,
@@ -197,18 +203,13 @@ def build_report(request: ReportRequest) -> Report:
     """
     request.check()
     notes: list[str] = []
-    df, attempts, sweep_id = _read(request, notes)
+    df, attempts, sweep_id, gpu = _read(request, notes)
     from hpcjobs.accounting.reports.rows import input_warnings
 
     notes += input_warnings(df)
     if request.filters.sweep and attempts is None:
         notes.append(f"the ledger of sweep {sweep_id!r} is not on this machine: every attempt is counted and the "
                      "parameters are unknown")
-    gpu = None
-    if request.gpu_logs:
-        from hpcjobs.accounting.sources.gpu import find_gpu_files, gpu_job_summary
-
-        gpu = gpu_job_summary(find_gpu_files(request.gpu_logs))
     tables = _only(_tables(request, df, attempts, gpu), request)
     report = Report(tables, df, gpu, sweep_id, attempts, notes)
     if request.plot_dir:

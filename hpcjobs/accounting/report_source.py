@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -152,11 +153,40 @@ def read_saved(path: str | os.PathLike[str], *, scheduler: str | None = None, tz
 
     check_tz(tz)
     p = Path(path)
+    _check_saved_path(p)
     try:
         return _read_saved(p, scheduler, tz, sacct_fields, delimiter)
     except READ_ERRORS as exc:  # what the locating readers below could not pin to a field
         raise ConfigError(ConfigProblem(f"a value is out of range ({type(exc).__name__}: {str(exc)[:200]})",
                                         file=str(p))) from None
+
+
+#: The largest saved file a report reads (sacct text of a million jobs with their steps is about 600 MB).
+MAX_SAVED_BYTES = 4 << 30
+
+
+def _check_saved_path(p: Path) -> None:
+    """Refuse, before reading, a saved input that is not a folder or a regular file of at most :data:`MAX_SAVED_BYTES`.
+
+    A FIFO would block the read forever and a device (``/dev/zero``) would fill the memory.
+
+    Raises:
+        ConfigError: Missing, not a regular file or folder, or too large (exit 2, naming the file).
+    """
+    from hpcjobs.safe_files import file_kind
+
+    try:
+        st = p.stat()
+    except OSError as exc:
+        raise ConfigError(ConfigProblem(f"cannot read it: {exc.strerror}", file=str(p))) from None
+    if stat.S_ISDIR(st.st_mode):
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(ConfigProblem(f"it is {file_kind(st.st_mode)}, not a regular file: save the scheduler's "
+                                        "output to a file and pass that", file=str(p)))
+    if st.st_size > MAX_SAVED_BYTES:
+        raise ConfigError(ConfigProblem(f"it is {st.st_size:,} bytes, more than the {MAX_SAVED_BYTES:,} a report "
+                                        "reads: split it by period (sacct --starttime/--endtime)", file=str(p)))
 
 
 def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Sequence[str] | None,

@@ -35,6 +35,8 @@ from pathlib import Path
 import pandas as pd
 
 from hpcjobs.errors import SchedulerOutputError
+from hpcjobs.safe_files import UnsafePathError, read_regular
+from hpcjobs.skipped import Skipped, attach
 
 #: The fields the hpcjobs sampler asks for, in order (also the default for headerless files).
 SAMPLER_FIELDS: tuple[str, ...] = (
@@ -86,6 +88,12 @@ def _numbers(values: Iterable[str], unit: str | None, memory: bool) -> list[floa
     return out
 
 
+#: The largest sampler file read (a week of 4 GPUs sampled every 10 s is about 10 MB).
+MAX_SAMPLER_FILE_BYTES = 256 << 20
+#: The longest line of a sampler file read as a sample (nvidia-smi's lines are under 1 KB).
+MAX_SAMPLER_LINE = 64 << 10
+
+
 def read_gpu_samples(source: Source, *, fields: Sequence[str] | None = None, tz: str | None = None) -> pd.DataFrame:
     """Read one sampler file into a DataFrame, one row per GPU per sample.
 
@@ -103,12 +111,24 @@ def read_gpu_samples(source: Source, *, fields: Sequence[str] | None = None, tz:
 
     Raises:
         SchedulerOutputError: The file has no header and ``fields`` does not match its column count.
+        UnsafePathError: The path is not a regular file (a FIFO, a device), or is larger than
+            :data:`MAX_SAMPLER_FILE_BYTES`.
     """
+    file_name = None
     if isinstance(source, os.PathLike):
-        text = Path(source).read_text(encoding="utf-8", errors="replace")
+        file_name = str(source)
+        text = read_regular(source, MAX_SAMPLER_FILE_BYTES).decode("utf-8", "replace")
     else:
         text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
-    rows = [r for r in csv.reader(io.StringIO(text), skipinitialspace=True) if r and any(c.strip() for c in r)]
+    skipped: list[Skipped] = []
+    lines = []
+    for n, line in enumerate(io.StringIO(text), 1):
+        if len(line) > MAX_SAMPLER_LINE:  # nvidia-smi writes short lines: this one is not a sample
+            skipped.append(Skipped(n, f"a line of {len(line):,} characters (at most {MAX_SAMPLER_LINE:,})",
+                                   line[:40], file_name))
+        else:
+            lines.append(line)
+    rows = [r for r in csv.reader(lines, skipinitialspace=True) if r and any(c.strip() for c in r)]
     header: list[str] | None = None
     units: list[str | None] = []
     data: list[list[str]] = []
@@ -147,7 +167,7 @@ def read_gpu_samples(source: Source, *, fields: Sequence[str] | None = None, tz:
             out[name] = pd.Series(_numbers(vals, unit, False), dtype="Float64")
         else:
             out[name] = pd.Series([None if v in _MISSING else v for v in vals], dtype="string")
-    return pd.DataFrame(out)
+    return attach(pd.DataFrame(out), skipped)
 
 
 def _gpu_key(samples: pd.DataFrame) -> list[str]:
@@ -240,7 +260,12 @@ def gpu_job_summary(files: Mapping[str, Source | Sequence[Source]] | Iterable[st
     for n, (job_id, path) in enumerate(pairs):
         if job_id is None:
             continue
-        s = read_gpu_samples(path, tz=tz)
+        try:
+            s = read_gpu_samples(path, tz=tz)
+        except (UnsafePathError, OSError) as exc:  # a FIFO, a device, a huge or unreadable file: not a sample
+            why = exc.strerror if not isinstance(exc, UnsafePathError) and exc.strerror else str(exc)
+            attach(pd.DataFrame(), [Skipped(None, "not read: " + why.replace(str(path), "it", 1), file=str(path))])
+            continue
         if len(s):
             ident = s["uuid"] if "uuid" in s else s.get("gpu_index", pd.Series(0, index=s.index)).astype("string")
             s["_gpu"] = ident.astype("string") if "uuid" in s else f"{n}:" + ident.astype("string")
