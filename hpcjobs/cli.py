@@ -10,13 +10,20 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from hpcjobs import __version__
 from hpcjobs.errors import ConfigError, HpcJobsError
+
+if TYPE_CHECKING:
+    from hpcjobs.schedulers.base import Capabilities
+
+    _StrChoice = click.Choice[str]
+else:
+    _StrChoice = click.Choice  # click before 8.2: not generic
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,6 +40,37 @@ MAX_COUNT = 10**15
 def count_range(minimum: int) -> click.IntRange:
     """The click type of a count or index option: an integer from ``minimum`` to :data:`MAX_COUNT`."""
     return click.IntRange(min=minimum, max=MAX_COUNT)
+
+
+class SchedulerChoice(_StrChoice):
+    """The names of the registered schedulers whose capabilities pass ``wanted`` (every one: ``None``), after
+    ``first`` (such as ``auto``), in the registry's order.
+
+    The registry is asked on first use (parsing the option, showing its help), not when the command is
+    declared, so ``hpcjobs --help`` does not import the backends; a new backend is a new choice, with no
+    change here. The local runner (``runs_here``) is no scheduler and never a choice.
+    """
+
+    def __init__(self, wanted: Callable[[Capabilities], bool] | None = None, *, first: Sequence[str] = (),
+                 case_sensitive: bool = True) -> None:
+        self._wanted = wanted
+        self._first = tuple(first)
+        self._names: tuple[str, ...] | None = None
+        super().__init__((), case_sensitive=case_sensitive)
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        """``first`` and the names of the schedulers wanted, computed once."""
+        if self._names is None:
+            from hpcjobs.schedulers.registry import capabilities_of, scheduler_names
+
+            self._names = (*self._first, *(name for name in scheduler_names()
+                                           if self._wanted is None or self._wanted(capabilities_of(name))))
+        return self._names
+
+    @choices.setter
+    def choices(self, value: Sequence[str]) -> None:
+        """Ignored: click's ``Choice.__init__`` sets the choices, which are the registry's here."""
 
 
 def console(stderr: bool = True) -> Any:
@@ -193,33 +231,15 @@ def main(verbose: int) -> None:
 def render(experiment: str, site: str | None, overrides: tuple[str, ...], output_dir: str | None,
            template_dir: tuple[str, ...], script_only: bool = False) -> None:
     """Render the batch script for EXPERIMENT (a YAML file); on Kubernetes, the manifest of its Jobs."""
-    from hpcjobs.render.script import render_experiment
-    from hpcjobs.schedulers.registry import capabilities_of
+    from hpcjobs.render.api import RenderRequest, render_request
     from hpcjobs.sweep.pack import render_packed
 
-    rendered = (render_packed(experiment, site=site, overrides=overrides, template_dirs=template_dir)
-                or render_experiment(experiment, site=site, overrides=overrides, template_dirs=template_dir))
-    manifest = capabilities_of(rendered.job.scheduler).renders_manifest
-    if output_dir:
-        from pathlib import Path
-
-        from hpcjobs.output import atomic_write_text
-
-        path = atomic_write_text(Path(output_dir) / rendered.filename, rendered.text, mode=0o700)
+    result = render_request(RenderRequest(experiment, site=site, overrides=overrides, template_dirs=template_dir,
+                                          output_dir=output_dir, script_only=script_only), packed=render_packed)
+    for path in result.written:
         click.echo(str(path))
-        if manifest:
-            from hpcjobs.render.manifest import manifest_yaml
-
-            yaml_path = Path(output_dir) / f"{rendered.job.name}.k8s.yaml"
-            click.echo(str(atomic_write_text(yaml_path, manifest_yaml(rendered, Path.cwd()))))
-    elif manifest and not script_only:
-        from pathlib import Path
-
-        from hpcjobs.render.manifest import manifest_yaml
-
-        click.echo(manifest_yaml(rendered, Path.cwd()), nl=False)
-    else:
-        click.echo(rendered.text, nl=False)
+    if result.text is not None:
+        click.echo(result.text, nl=False)
 
 
 @main.command()
@@ -349,7 +369,7 @@ def site_show(name: str, as_json: bool) -> None:
 
 
 @site.command("init")
-@click.option("--scheduler", type=click.Choice(["auto", "slurm", "pbspro", "torque"]), default="auto",
+@click.option("--scheduler", type=SchedulerChoice(lambda caps: caps.discoverable, first=("auto",)), default="auto",
               show_default=True, help="Which scheduler to read.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the site file here (default: stdout).")
 @click.option("--name", help="The site's name (default: the cluster's).")

@@ -8,7 +8,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from hpcjobs.cli import console, count_range, handle_errors
+from hpcjobs.cli import SchedulerChoice, console, count_range, handle_errors
 
 
 def _fraction(text: str, option: str, low: float, high: float) -> float:
@@ -109,7 +109,7 @@ def print_advice(advice: Any, label: str) -> None:
               help="Saved sacct/PBS/Torque output (as report --from-file reads it) instead of a live sacct query.")
 @advice_options
 @click.option("--site", metavar="NAME", help="Site config whose partition limits apply (default: the sweep's).")
-@click.option("--scheduler", type=click.Choice(["slurm", "pbspro", "torque"]),
+@click.option("--scheduler", type=SchedulerChoice(lambda caps: caps.usage_accounting),
               help="With --from-file: settles PBS vs Torque.")
 @click.option("--tz", metavar="ZONE", help="Time zone the saved file's times were written in.")
 @click.option("--sacct-fields", metavar="F1,F2,...", help="--format fields of headerless saved sacct text.")
@@ -133,31 +133,19 @@ def advise(sweep: str | None, name: str | None, from_file: str | None, quantile:
     history, as `hpcjobs plan` reads it (--no-history: not compared; with --from-file only when
     --days is given).
     """
-    from dataclasses import replace
+    from hpcjobs.plan.advise_run import AdviceRequest, build_advice
 
-    from hpcjobs.sweep.rightsize import advise_history, load_history
-
-    settings = settings_from(quantile, margin, min_runs)
-    history = load_history(sweep, name=name, from_file=from_file, root=root, scheduler=scheduler, tz=tz,
-                           sacct_fields=sacct_fields.split(",") if sacct_fields else None)
-    if site:
-        from hpcjobs.config.sites import load_site
-
-        history = replace(history, site=load_site(site))
-    advice = advise_history(history, settings)
-    wait = None
     days_given = click.get_current_context().get_parameter_source("days") is not ParameterSource.DEFAULT
-    if not no_history and (from_file is None or days_given):  # a saved file alone: no live query unless --days
-        from hpcjobs.plan.advice_wait import advice_wait
-
-        wait = advice_wait(advice, history.jobs, days=days)
+    built = build_advice(AdviceRequest(
+        sweep=sweep, name=name, from_file=from_file, settings=settings_from(quantile, margin, min_runs), site=site,
+        scheduler=scheduler, tz=tz, sacct_fields=sacct_fields.split(",") if sacct_fields else None, root=root,
+        days=days, wait="never" if no_history else "always" if days_given else "auto"))
     if as_json:
-        click.echo(json.dumps({"source": history.label, **advice.as_dict(),
-                               "queue_wait": wait.as_dict() if wait is not None else None}, indent=2, default=str))
+        click.echo(json.dumps(built.as_dict(), indent=2, default=str))
     else:
-        print_advice(advice, history.label)
-        if wait is not None:
-            print_wait(wait)
+        print_advice(built.advice, built.label)
+        if built.wait is not None:
+            print_wait(built.wait)
 
 
 def print_wait(wait: Any) -> None:

@@ -55,8 +55,6 @@ def _print(result: Plan) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from hpcjobs.schedulers.registry import get_backend
-
     out = console(stderr=False)
     req = result.request
     walltime = req["walltime_s"]
@@ -64,8 +62,7 @@ def _print(result: Plan) -> None:
             f"wall time {walltime // 60 if walltime else '(partition default)'}{' min' if walltime else ''}")
     out.print(f"[bold]{escape(result.experiment)}[/] on {escape(result.site)} ({result.scheduler}): {what}; "
               f"asked at {result.planned_at:%Y-%m-%d %H:%M:%S} UTC")
-    backend = get_backend(result.scheduler)
-    queues = backend.capabilities.queue_states  # the queue's state (PBS Pro) in place of a start estimate
+    queues = result.queue_states  # the queue's state (PBS Pro) in place of a start estimate
     table = Table(box=None)
     for name in ("partition", "fits", "queue (Q/R)" if queues else "expected start", "wait p50 / p90 (jobs)",
                  "core-h", "GPU-h", "billing-h", "why not"):
@@ -90,7 +87,7 @@ def _print(result: Plan) -> None:
         out.print(f"history: {result.history_jobs} {escape(result.history_source)}; similar = same partition, GPUs "
                   "and nodes, wall time within x0.5-x2")
     if any(r.billing_hours is not None and not r.billing_known for r in result.rows):
-        out.print(f"billing-h*: {backend.billing_without_weights}")
+        out.print(f"billing-h*: {result.billing_without_weights}")
     for note in result.notes:
         out.print(escape(note))
     if result.recommended is not None:

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from hpcjobs.accounting.reports.catalog import SECTION_CHOICES
-from hpcjobs.cli import console, count_range, handle_errors
+from hpcjobs.cli import SchedulerChoice, console, count_range, handle_errors
 
 
 def _machine_frame(df: Any) -> Any:
@@ -80,7 +80,7 @@ def _print_tables(tables: dict[str, Any], max_rows: int) -> None:
               "per-point table and failures by parameter value.")
 @click.option("--all-attempts", is_flag=True, help="With --sweep: count the attempts a resubmission replaced too "
               "(marked by the attempt and replaced columns of --jobs).")
-@click.option("--scheduler", type=click.Choice(["slurm", "pbspro", "torque", "kubernetes", "swarm"]),
+@click.option("--scheduler", type=SchedulerChoice(),
               help="Scheduler (default slurm for a live query, or the sweep's; kubernetes and swarm are asked live "
               "too; with --from-file it settles PBS vs Torque).")
 @click.option("--from-file", type=click.Path(exists=True), metavar="PATH",

@@ -29,7 +29,7 @@ from hpcjobs.errors import CommandError, ConfigError, ConfigProblem, HpcJobsErro
 from hpcjobs.plan.billing import BillingWeightsError, parse_billing_weights, request_cost
 from hpcjobs.plan.rank import PlanRow, recommend
 from hpcjobs.schedulers.base import BaseBackend
-from hpcjobs.schedulers.registry import find_backend
+from hpcjobs.schedulers.registry import find_backend, get_backend
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,17 @@ class Plan:
     history_error: str | None = None
     notes: tuple[str, ...] = field(default=())
     history_source: str = ""
+
+    @property
+    def queue_states(self) -> bool:
+        """Whether the rows show each queue's state and queued/running jobs (PBS Pro) in place of a start
+        estimate (the backend's ``queue_states``)."""
+        return get_backend(self.scheduler).capabilities.queue_states
+
+    @property
+    def billing_without_weights(self) -> str:
+        """What a partition's billing-hours are when the site gives it no billing weights (the footnote)."""
+        return get_backend(self.scheduler).billing_without_weights
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready mapping (times as ISO 8601 UTC)."""

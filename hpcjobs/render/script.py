@@ -189,7 +189,7 @@ def render_experiment(
     ask_scheduler: bool = False,
     refresh_site: bool = False,
 ) -> RenderedScript:
-    """Load, resolve and render an experiment file: the library call behind ``hpcjobs render``.
+    """Load, resolve and render an experiment file as one job (``hpcjobs render`` calls :mod:`hpcjobs.render.api`).
 
     Raises:
         ConfigError: Anything wrong with the experiment, the site, or the request against the site.

@@ -263,6 +263,11 @@ class Capabilities:
     #: a timer, which needs one.
     walltime_signal: bool = False
 
+    # --- advise hooks ---
+    #: The scheduler's accounting records what each job used (its memory high-water mark and CPU time), which
+    #: ``hpcjobs advise`` and ``resubmit --right-size`` propose the next request from (its ``--scheduler`` choices).
+    usage_accounting: bool = False
+
 
 #: The hooks each command capability stands for (``job_ids_as_text`` is on when they are *not* given).
 CAPABILITY_HOOKS: dict[str, tuple[str, ...]] = {

@@ -72,7 +72,8 @@ class SlurmBackend(BaseBackend):
     capabilities = Capabilities(packing=True, dependencies=True, columnar_status=True, status_fallback=True,
                                 fallback_for_missing=True, cluster_limits=True, user_limits=True, qos_limits=True,
                                 queued_count=True, failed_upstream="blocked", start_estimate=True, mail=True,
-                                walltime_signal=True, discoverable=True)
+                                walltime_signal=True, discoverable=True,
+                                usage_accounting=True)
     directive_prefix = "#SBATCH"
     array_index_var = "SLURM_ARRAY_TASK_ID"
     job_id_var = "SLURM_JOB_ID"
