@@ -19,10 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hpcjobs.config.sweep import SweepSpec
 from hpcjobs.schedulers.base import JobStatus
-from hpcjobs.sweep.expand import expand, point_env_file_text
-from hpcjobs.sweep.ledger import Ledger, SweepMeta, choose_journal_mode, experiment_sha256
-from hpcjobs.sweep.spec import SweepSpec
+from hpcjobs.sweep.ledger.store import Ledger, SweepMeta, choose_journal_mode, experiment_sha256
+from hpcjobs.sweep.points.expand import expand, point_env_file_text
 
 
 def _timed(fn: Callable[[], Any], rounds: int) -> tuple[float, float, float, Any]:

@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from hpcjobs.config.results import ResultSource
 from hpcjobs.sweep.results import RESULTS_CACHE_FILE, results_frame
-from hpcjobs.sweep.results_spec import ResultSource
 
 
 def _timed(fn: object) -> float:

@@ -7,7 +7,7 @@
 Imports pandas (``hpcjobs`` itself stays light: this module loads on first use).
 
 The ledger is read by column: SQLite writes the points as newline-delimited JSON in one piece
-(:meth:`hpcjobs.sweep.ledger.Ledger.point_json`) and Arrow's JSON reader turns it into typed
+(:meth:`hpcjobs.sweep.ledger.store.Ledger.point_json`) and Arrow's JSON reader turns it into typed
 columns; the points' parameters, stored as canonical JSON, are read the same way into one typed
 column each (by Python's ``json`` when a sweep's values are outside what that reader keeps exactly:
 a parameter that is a number here and text there, integers past 64 bits, text that looks like a
@@ -34,7 +34,7 @@ from hpcjobs.accounting.sweep_attempts import (  # noqa: F401 (public here too)
     sweep_attempts_frame,
 )
 from hpcjobs.sweep.api import find_sweep
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 
 
 def sweep_points_frame(ledger: Ledger) -> pd.DataFrame:

@@ -184,7 +184,7 @@ def resubmit_right_sized(folder: Any, settings: Any, which: tuple[str, ...], thr
                          accounting_file: str | None) -> None:
     """``resubmit --right-size``: one library call, then what changed per point and what was submitted."""
     from hpcjobs.accounting.reports.advise import format_memory, format_walltime
-    from hpcjobs.sweep.rightsize import right_size_resubmit
+    from hpcjobs.plan.rightsize import right_size_resubmit
 
     prepared, advice, changes, report, reset = right_size_resubmit(
         folder, settings=settings, which=which, throttle=throttle, force=force, from_file=accounting_file)

@@ -140,7 +140,7 @@ def _dry_table(prepared: Any, limit: int) -> Any:
     from rich.markup import escape
     from rich.table import Table
 
-    from hpcjobs.sweep.expand import env_value
+    from hpcjobs.sweep.points.expand import env_value
 
     points = prepared.points
     names = list(dict.fromkeys(k for p in points[:limit] for k in p.params))
@@ -449,7 +449,7 @@ def sweep_run_local(folder: str, workers: int | None) -> None:
     from pathlib import Path
 
     from hpcjobs.sweep.api import prepared_from_ledger
-    from hpcjobs.sweep.ledger import Ledger
+    from hpcjobs.sweep.ledger.store import Ledger
     from hpcjobs.sweep.local import run_local
 
     prepared = prepared_from_ledger(Path(folder))

@@ -8,6 +8,8 @@ from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_
 
 from hpcjobs.config.pack import Pack
 from hpcjobs.config.pipeline import Notify, Upstream, after_json_schema, short_upstreams
+from hpcjobs.config.results import ResultSource, one_or_list_schema
+from hpcjobs.config.sweep import SweepSpec
 from hpcjobs.config.types import (
     DirectivePath,
     EnvName,
@@ -19,8 +21,6 @@ from hpcjobs.config.types import (
     StrictModel,
     Walltime,
 )
-from hpcjobs.sweep.results_spec import ResultSource, one_or_list_schema
-from hpcjobs.sweep.spec import SweepSpec
 
 
 class Resources(StrictModel):
@@ -167,7 +167,7 @@ class Experiment(StrictModel):
     )
     sweep: SweepSpec | None = Field(
         None, description="Parameter sweep: grid/zip/points/random/union with exclude and filter, or a W&B sweep "
-        "(see hpcjobs.sweep.spec).",
+        "(see hpcjobs.config.sweep).",
     )
     launch: Launch | None = Field(
         None, description="Distributed launch, preemption/requeue and GPU sampling (see the launch documentation).",

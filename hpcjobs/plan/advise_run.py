@@ -1,9 +1,9 @@
 """One call from an advice request to the advice and its queue-wait comparison: what ``hpcjobs advise`` runs.
 
 :func:`build_advice` reads the runs (one sweep's, every sweep of an experiment name, or a saved
-scheduler output: :func:`hpcjobs.sweep.rightsize.load_history`), puts the site whose partition limits
+scheduler output: :func:`hpcjobs.plan.rightsize.load_history`), puts the site whose partition limits
 apply in place of the sweep's when one is named, computes the advice
-(:func:`hpcjobs.sweep.rightsize.advise_history`), and compares the expected queue wait of the asked
+(:func:`hpcjobs.plan.rightsize.advise_history`), and compares the expected queue wait of the asked
 and of the proposed request (:func:`hpcjobs.plan.advice_wait.advice_wait`) when the request's
 :attr:`AdviceRequest.wait` says so. Nothing is printed.
 """
@@ -110,7 +110,7 @@ def build_advice(request: AdviceRequest) -> AdviceReport:
     request.check()
     from dataclasses import replace
 
-    from hpcjobs.sweep.rightsize import advise_history, load_history
+    from hpcjobs.plan.rightsize import advise_history, load_history
 
     history = load_history(request.sweep, name=request.name, from_file=request.from_file, root=request.root,
                            scheduler=request.scheduler, tz=request.tz,

@@ -3,7 +3,7 @@
 A poll of a million-point sweep is a million array tasks. :class:`StatusTable` keeps them as
 groups, one per (array job, state, scheduler state text, exit code, task id spelling), each with the
 list of its task indices, and plain (non-array) jobs in a small dict. The sweep ledger applies a group
-with one SQL statement (:meth:`hpcjobs.sweep.ledger.Ledger.apply_status`).
+with one SQL statement (:meth:`hpcjobs.sweep.ledger.store.Ledger.apply_status`).
 
 It says the same as the list of :class:`hpcjobs.schedulers.base.JobStatus` records it is built from
 (:meth:`StatusTable.from_records`), with the ledger's rule that a later record for the same task or

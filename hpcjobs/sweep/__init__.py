@@ -1,14 +1,19 @@
-"""Parameter sweeps: the ``sweep:`` spec, its expansion into points, and the crash-safe ledger.
+"""Parameter sweeps: a sweep's points, the crash-safe ledger, and the submitter that drives them.
 
-- :mod:`hpcjobs.sweep.spec`: the pydantic models of the ``sweep:`` section (native grid / zip /
-  points / random / union with exclude and filter, and the W&B sweep format), :func:`env_name`.
-- :mod:`hpcjobs.sweep.expand`: :func:`expand` (spec + Hydra-style overrides → :class:`Point` s with
-  stable ids), :func:`parse_overrides`, :func:`point_env_file_text`.
+Its parts:
+
+- :mod:`hpcjobs.sweep.points`: the ``sweep:`` spec expanded into points with stable ids
+  (:func:`expand`, :func:`parse_overrides`, :func:`point_env_file_text`; streamed for large sweeps).
 - :mod:`hpcjobs.sweep.ledger`: :class:`Ledger` (SQLite, one transaction per state change) and
   :class:`SubmitterLock`.
+- the modules here: preparing a sweep (``prepare``, ``chunks``, ``chunk_files``, ``pack``), submitting
+  and polling it (``submitter``, ``lookup``, ``retire``, ``pipeline``, ``local``), finding it again
+  (``identity``, ``listing``, ``logs``), single jobs (``singles``, ``singles_read``), results
+  (``results``) and the public calls (``api``).
 
-Names are imported lazily, so ``from hpcjobs.sweep.ledger import Ledger`` (status polling on a
-login node) does not import pydantic.
+The ``sweep:`` section's pydantic models (:class:`SweepSpec`, :func:`env_name`, ...) are configuration:
+:mod:`hpcjobs.config.sweep`, re-exported here. Names are imported lazily, so
+``from hpcjobs.sweep.ledger import Ledger`` (status polling on a login node) does not import pydantic.
 """
 
 from __future__ import annotations
@@ -17,12 +22,12 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "SweepSpec": "spec", "RandomParam": "spec", "RandomSweep": "spec", "WandbParam": "spec", "Filter": "spec",
-    "FilterError": "spec", "compile_filter": "spec", "env_name": "spec", "env_names": "spec", "parse_sweep": "spec",
-    "Point": "expand", "expand": "expand", "parse_overrides": "expand", "point_env_file_text": "expand",
-    "canonical_json": "expand", "point_id": "expand", "env_value": "expand",
-    "Ledger": "ledger", "SweepMeta": "ledger", "PointRecord": "ledger", "Submission": "ledger",
-    "SubmitterLock": "ledger", "new_token": "ledger", "experiment_sha256": "ledger",
+    **dict.fromkeys(("SweepSpec", "RandomParam", "RandomSweep", "WandbParam", "Filter", "FilterError", "compile_filter",
+                     "env_name", "env_names", "parse_sweep"), "hpcjobs.config.sweep"),
+    **dict.fromkeys(("Point", "expand", "parse_overrides", "point_env_file_text", "canonical_json", "point_id",
+                     "env_value"), "hpcjobs.sweep.points.expand"),
+    **dict.fromkeys(("Ledger", "SweepMeta", "PointRecord", "Submission", "SubmitterLock", "new_token",
+                     "experiment_sha256"), "hpcjobs.sweep.ledger"),
 }
 
 __all__ = sorted(_EXPORTS)
@@ -32,4 +37,4 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'hpcjobs.sweep' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"hpcjobs.sweep.{module}"), name)
+    return getattr(importlib.import_module(module), name)

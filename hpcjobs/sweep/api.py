@@ -20,7 +20,7 @@ from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError
 from hpcjobs.schedulers.client import SchedulerClient, client_for
 from hpcjobs.schedulers.registry import capabilities_of
 from hpcjobs.sweep.identity import find_sweep, ledger_digest, settle_identity
-from hpcjobs.sweep.ledger import Ledger, PointRecord
+from hpcjobs.sweep.ledger.store import Ledger, PointRecord
 from hpcjobs.sweep.listing import SweepListing, SweepSummary, list_sweeps
 from hpcjobs.sweep.prepare import PreparedSweep, prepare_sweep
 from hpcjobs.sweep.submitter import SubmitReport, SweepSubmitter, open_ledger, poll_status, submitted_job_ids
@@ -93,7 +93,7 @@ def run_sweep(
                                          prepared.site.name)
         deps, records = upstreams or ((), [])
         ledger.record_upstreams(records)
-        from hpcjobs.sweep.results_spec import result_sources, write_results_spec
+        from hpcjobs.config.results import result_sources, write_results_spec
 
         write_results_spec(prepared.folder, result_sources(prepared.experiment.results),
                            output_dir=prepared.job.output_dir)

@@ -3,7 +3,7 @@
 ``chunks/<n>.ids`` lists the point ids of chunk ``n``, array index ``i`` on line ``i + 1``;
 ``chunks/<n>.env`` is a bash ``case`` on the array index that exports the parameters of that index's
 point (:func:`env_file_text`), which the array task sources. The points are streamed from the
-expansion (:meth:`hpcjobs.sweep.stream.SweepPoints.env_arms`): only the chunks not yet complete are
+expansion (:meth:`hpcjobs.sweep.points.stream.SweepPoints.env_arms`): only the chunks not yet complete are
 held, and with points in order that is one chunk at a time, so writing the files of a million
 points needs no more memory than those of one chunk (plus the map from point id to chunk).
 """
@@ -28,7 +28,7 @@ def env_file_text(sweep_id: str, arms: Iterable[Sequence[str]]) -> str:
 
     Args:
         sweep_id: The sweep (named in the header comment).
-        arms: Each array index's lines, in index order (:func:`hpcjobs.sweep.expand.point_env_lines`:
+        arms: Each array index's lines, in index order (:func:`hpcjobs.sweep.points.expand.point_env_lines`:
             single lines of printable ASCII, so any value arrives as exactly its bytes).
     """
     return _file_text(sweep_id, ("".join(f"    {ln}\n" for ln in lines) for lines in arms))
@@ -49,7 +49,7 @@ def _bodies(points: Any, wanted: Mapping[str, int]) -> Iterator[tuple[str, str]]
     if hasattr(points, "env_bodies"):
         yield from points.env_bodies(wanted)
         return
-    from hpcjobs.sweep.expand import point_env_lines
+    from hpcjobs.sweep.points.expand import point_env_lines
 
     for p in points:
         if p.point_id in wanted:

@@ -27,6 +27,7 @@ from typing import Any
 from hpcjobs import states
 from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.sites import load_site
+from hpcjobs.config.sweep import SweepSpec
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.render.script import detect_current_site
 from hpcjobs.resolve import ResolvedJob, resolve
@@ -34,10 +35,9 @@ from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.states import JobTag
 from hpcjobs.sweep.chunks import chunk_capacity, plan_chunks
-from hpcjobs.sweep.expand import Point, expand
 from hpcjobs.sweep.identity import sweep_root
-from hpcjobs.sweep.ledger import Ledger, SweepMeta, experiment_sha256, new_token
-from hpcjobs.sweep.spec import SweepSpec
+from hpcjobs.sweep.ledger.store import Ledger, SweepMeta, experiment_sha256, new_token
+from hpcjobs.sweep.points.expand import Point, expand
 from hpcjobs.units import is_ascii_digits
 
 

@@ -137,7 +137,7 @@ def _canonical_sweep_args(sweep_args: Sequence[str]) -> Any:
     """The parsed command-line grid (order of keys kept: it orders the points)."""
     if not sweep_args:
         return []
-    from hpcjobs.sweep.expand import parse_overrides
+    from hpcjobs.sweep.points.expand import parse_overrides
 
     return [[k, [[type(v).__name__, v] for v in vs]] for k, vs in parse_overrides(sweep_args).items()]
 
@@ -162,7 +162,7 @@ def legacy_sweep_id(name: str, experiment_text: str, overrides: Sequence[str], s
 def ledger_digest(prepared: PreparedSweep) -> str:
     """What the ledger's ``experiment_sha256`` holds for this sweep: the meaning digest, or for a
     ledger planned by an earlier version, the SHA-256 of the file's text (what it recorded)."""
-    from hpcjobs.sweep.ledger import Ledger, experiment_sha256
+    from hpcjobs.sweep.ledger.store import Ledger, experiment_sha256
 
     if (prepared.folder / _LEDGER).is_file():
         try:
@@ -180,7 +180,7 @@ def ledger_digest(prepared: PreparedSweep) -> str:
 def _same_command(folder: Path, overrides: Sequence[str], sweep_args: Sequence[str]) -> float | None:
     """When the sweep in ``folder`` was started with these overrides and sweep arguments: its creation
     time; else (or when its ledger cannot be read) ``None``."""
-    from hpcjobs.sweep.ledger import Ledger
+    from hpcjobs.sweep.ledger.store import Ledger
 
     try:
         with Ledger.open(folder, allow_read_only=True) as ledger:

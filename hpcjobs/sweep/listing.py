@@ -24,7 +24,7 @@ from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import capabilities_of
 from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.sweep.identity import SweepRoot, find_sweep_root, sweep_folders
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 
 log = logging.getLogger("hpcjobs.sweep")
 

@@ -58,10 +58,10 @@ from hpcjobs.process import start_process
 from hpcjobs.safe_files import open_own_file, read_regular, real_folders
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.sweep.chunks import Chunk
-from hpcjobs.sweep.ledger import Ledger, PointRecord, SubmitterLock, new_token
+from hpcjobs.sweep.ledger.store import Ledger, PointRecord, SubmitterLock, new_token
 from hpcjobs.sweep.local_procs import PROC_SECRET_VAR, ProcRecord, boot_id, process_start_time
+from hpcjobs.sweep.points.shapes import chunk_job, group_by_shape
 from hpcjobs.sweep.prepare import PreparedSweep, render_chunk_script, write_chunk_file
-from hpcjobs.sweep.shapes import chunk_job, group_by_shape
 from hpcjobs.sweep.submitter import SubmitReport
 
 LOCAL_PREFIX = "local-"

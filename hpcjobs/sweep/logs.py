@@ -197,9 +197,9 @@ def sweep_logs(sweep: str | Path, *, root: str | Path | None = None, point: str 
     Raises:
         ConfigError: No such sweep or point.
     """
+    from hpcjobs.config.results import read_results_spec
     from hpcjobs.sweep.api import find_sweep, sweep_status
-    from hpcjobs.sweep.ledger import Ledger
-    from hpcjobs.sweep.results_spec import read_results_spec
+    from hpcjobs.sweep.ledger.store import Ledger
 
     folder = find_sweep(sweep, root)
     if point is not None:

@@ -28,7 +28,7 @@ from hpcjobs.schedulers.base import JobStatus, SchedulerBackend, same_job_of
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.states import parse_job_tag
-from hpcjobs.sweep.ledger import Ledger, PointRecord, Submission
+from hpcjobs.sweep.ledger.store import Ledger, PointRecord, Submission
 from hpcjobs.units import is_ascii_digits
 
 log = logging.getLogger("hpcjobs.sweep")

@@ -37,7 +37,7 @@ from hpcjobs.schedulers.base import ArraySpec
 
 if TYPE_CHECKING:
     from hpcjobs.render.script import RenderedScript
-    from hpcjobs.sweep.ledger import Ledger
+    from hpcjobs.sweep.ledger.store import Ledger
     from hpcjobs.sweep.prepare import PreparedSweep
 
 __all__ = ["EXIT_FILE_PREFIX", "active_pack", "chunk_pack_plan", "exit_files", "pack_size",

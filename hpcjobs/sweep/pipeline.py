@@ -35,7 +35,7 @@ from hpcjobs.schedulers.base import JobDependency, JobStatus, SchedulerBackend, 
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import capabilities_of
 from hpcjobs.schedulers.status_table import StatusTable
-from hpcjobs.sweep.ledger import LEDGER_FILE, Ledger, UpstreamRecord
+from hpcjobs.sweep.ledger.store import LEDGER_FILE, Ledger, UpstreamRecord
 
 if TYPE_CHECKING:
     from hpcjobs.config.experiment import Experiment
@@ -345,7 +345,7 @@ def settle_upstreams(experiment: Experiment, experiment_path: Path, scheduler: s
         experiment_path: Its file (``after:`` files are relative to its folder).
         scheduler: The submission's scheduler family.
         root: The folder of sweep folders.
-        recorded: What the submission's ledger recorded before (:meth:`hpcjobs.sweep.ledger.Ledger.upstreams`).
+        recorded: What the submission's ledger recorded before (:meth:`hpcjobs.sweep.ledger.store.Ledger.upstreams`).
         client: Polls the upstreams once each (``None``: read their ledgers as they are, e.g. for a dry run).
         cli: ``--after`` upstreams.
         site: The submission's site name (upstream files are looked up on it).

@@ -6,19 +6,19 @@ command again finds the same sweep and continues it instead of starting another.
 
 Layout of a sweep folder (``<root>/<sweep_id>/``, on a filesystem the compute nodes see)::
 
-    ledger.sqlite             the ledger (hpcjobs.sweep.ledger)
+    ledger.sqlite             the ledger (hpcjobs.sweep.ledger.store)
     lock                      the submitter lock
     chunks/<n>.ids            point ids of chunk n, one per line: array index i is line i+1
     chunks/<n>.env            the parameters of every index of chunk n (a bash ``case``, sourced by the task)
     scripts/<n>.<token>.sh    the array script of each submission attempt
     points/<point_id>/        each point's run folder, made by its task: params.json, stdout.log and
                               stderr.log (hpcjobs.sweep.logs), and whatever the job writes to ``$HPCJOBS_RUN_DIR``
-    results-spec.json         the experiment's ``results:`` sources (hpcjobs.sweep.results_spec)
+    results-spec.json         the experiment's ``results:`` sources (hpcjobs.config.results)
 
 Nothing is written per point at submission time (two small files per chunk instead): on a
 login node's shared filesystem, thousands of fsynced files would take minutes.
 
-The points are not held: :attr:`PreparedSweep.points` is a :class:`hpcjobs.sweep.stream.SweepPoints`
+The points are not held: :attr:`PreparedSweep.points` is a :class:`hpcjobs.sweep.points.stream.SweepPoints`
 that expands them again whenever they are read (the ledger's rows, the chunk files), so a sweep of a
 million points costs the memory of one chunk.
 """
@@ -41,11 +41,11 @@ from hpcjobs.schedulers.base import ArraySpec
 from hpcjobs.schedulers.registry import get_backend, job_env_of
 from hpcjobs.sweep.chunk_files import env_file_text, write_chunk_files
 from hpcjobs.sweep.chunks import Chunk
-from hpcjobs.sweep.expand import Point, point_env_lines
 from hpcjobs.sweep.identity import DEFAULT_SWEEP_ROOT, make_sweep_id, sweep_root  # noqa: F401 (re-exported)
 from hpcjobs.sweep.logs import run_folder_lines
-from hpcjobs.sweep.shapes import JobShape, job_shapes
-from hpcjobs.sweep.stream import sweep_points
+from hpcjobs.sweep.points.expand import Point, point_env_lines
+from hpcjobs.sweep.points.shapes import JobShape, job_shapes
+from hpcjobs.sweep.points.stream import sweep_points
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,12 @@ class PreparedSweep:
         site: The site config.
         job: The job of the experiment as written, resolved and checked against the site's limits
             (the job of every point when the sweep varies no key of the experiment).
-        points: The expanded points, in order: a :class:`hpcjobs.sweep.stream.SweepPoints` (expanded
+        points: The expanded points, in order: a :class:`hpcjobs.sweep.points.stream.SweepPoints` (expanded
             again on each read) or any sequence of points.
         submit_dir: Where jobs are submitted from (their working directory; relative output paths
             and relative paths in the command are relative to it).
         shapes: The jobs the points run as, when parameters set keys of the experiment
-            (``resources.cpus_per_task``...; :mod:`hpcjobs.sweep.shapes`): one array per shape.
+            (``resources.cpus_per_task``...; :mod:`hpcjobs.sweep.points.shapes`): one array per shape.
         shape_of: Each point id's index in ``shapes``.
     """
 
@@ -125,7 +125,7 @@ def prepare_sweep(
 def chunk_env_text(prepared: PreparedSweep, point_ids: Sequence[str]) -> str:
     """The ``chunks/<n>.env`` file: a bash ``case`` on the array index exporting that point's parameters.
 
-    Each arm is built from :func:`hpcjobs.sweep.expand.point_env_lines`, whose lines are single
+    Each arm is built from :func:`hpcjobs.sweep.points.expand.point_env_lines`, whose lines are single
     lines of printable ASCII (values encoded by :func:`hpcjobs.render.shellvalue.shell_word`):
     any value, line breaks and ``#`` included, arrives as exactly its bytes
     (:func:`hpcjobs.sweep.chunk_files.env_file_text`).
@@ -151,7 +151,7 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
                         job: ResolvedJob | None = None) -> ResolvedJob:
     """The resolved job of one chunk: an array of ``size`` tasks whose task reads its point by index.
 
-    ``job`` is the shape of the chunk's points (:func:`hpcjobs.sweep.shapes.chunk_job`; default
+    ``job`` is the shape of the chunk's points (:func:`hpcjobs.sweep.points.shapes.chunk_job`; default
     ``prepared.job``).
 
     The preamble (added before the experiment's own setup lines) sources ``chunks/<chunk>.env``,

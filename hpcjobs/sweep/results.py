@@ -1,6 +1,6 @@
 """Reading what each point of a sweep produced: metrics as typed columns, with an incremental cache.
 
-The sources come from the experiment's ``results:`` key (:mod:`hpcjobs.sweep.results_spec`), saved in
+The sources come from the experiment's ``results:`` key (:mod:`hpcjobs.config.results`), saved in
 the sweep folder as ``results-spec.json`` when the sweep is submitted, so a later change of the
 experiment file does not change how an existing sweep is read. Every point is read on its own: a
 missing, malformed or oversized file gives nulls and a message in ``result_error`` for that point,
@@ -27,10 +27,10 @@ from typing import Any
 
 import pandas as pd
 
+from hpcjobs.config.results import ResultSource, read_results_spec
 from hpcjobs.errors import ConfigError, ConfigProblem, UnsafePathError
 from hpcjobs.output import atomic_write_text
 from hpcjobs.sweep.logs import LOG_ERR, LOG_OUT, POINTS_DIR, BoundedReadError, read_bounded
-from hpcjobs.sweep.results_spec import ResultSource, read_results_spec
 
 log = logging.getLogger("hpcjobs.sweep")
 

@@ -24,7 +24,7 @@ from typing import Any
 from hpcjobs.errors import HpcJobsError, UnsafePathError
 from hpcjobs.output import atomic_write_text
 from hpcjobs.schedulers.client import SchedulerClient
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 
 #: The sweep's folder of saved scheduler records, one file per removed job.
 RECORDS_DIR = "scheduler-records"

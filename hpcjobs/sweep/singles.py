@@ -10,7 +10,7 @@ request and is submitted. ``--new`` submits another job of the same request
 (``<id>-2``, ``-3``, ...); ``hpcjobs resubmit JOB_ID`` runs a finished one again as a new attempt.
 
 **The ledger.** Each request has the ledger of a sweep of one point in
-``<sweep root>/jobs/<request id>/`` (:class:`hpcjobs.sweep.ledger.Ledger`; ``meta.extra["kind"]`` is
+``<sweep root>/jobs/<request id>/`` (:class:`hpcjobs.sweep.ledger.store.Ledger`; ``meta.extra["kind"]`` is
 ``job``), so the exactly-once protocol, status polling, cancelling, lost-answer recovery and strays
 are the sweep's own code: the point is planned with a fresh token in the job's tag
 (``hpcjobs:<request id>:0:<token>``) *before* the scheduler is called; an ambiguous answer (a
@@ -56,7 +56,7 @@ from hpcjobs.schedulers.client import SchedulerClient, client_for
 from hpcjobs.schedulers.registry import capabilities_of
 from hpcjobs.states import JobTag, new_token
 from hpcjobs.sweep.identity import IDENTITY_SCHEME, experiment_digest, sweep_folders
-from hpcjobs.sweep.ledger import LEDGER_FILE, Ledger, SweepMeta
+from hpcjobs.sweep.ledger.store import LEDGER_FILE, Ledger, SweepMeta
 from hpcjobs.sweep.lookup import await_tokens
 from hpcjobs.sweep.singles_read import KIND, SingleJob, index_job, single_job_of, singles_root
 
@@ -162,7 +162,7 @@ def prepare_single(path: str | Path, *, site: str | None = None, overrides: Sequ
 
 
 def _one_point() -> Any:
-    from hpcjobs.sweep.expand import expand
+    from hpcjobs.sweep.points.expand import expand
 
     return expand(None)[0]
 

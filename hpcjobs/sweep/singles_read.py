@@ -28,7 +28,7 @@ from hpcjobs.safe_files import open_own_file, read_regular
 from hpcjobs.schedulers.client import SchedulerClient, client_for
 from hpcjobs.schedulers.registry import capabilities_of
 from hpcjobs.sweep.identity import find_sweep_root, name_of, sweep_folders
-from hpcjobs.sweep.ledger import Ledger, PointRecord
+from hpcjobs.sweep.ledger.store import Ledger, PointRecord
 from hpcjobs.sweep.logs import single_job_log_paths
 
 log = logging.getLogger("hpcjobs.sweep")

@@ -40,12 +40,12 @@ from hpcjobs.states import JobTag, made_for
 from hpcjobs.sweep.chunk_files import write_chunk_files
 from hpcjobs.sweep.chunks import Chunk, chunk_capacity, is_queue_full, is_transient, plan_chunks, room_in_queue
 from hpcjobs.sweep.identity import IDENTITY_SCHEME, experiment_digest, ledger_digest
-from hpcjobs.sweep.ledger import SUB_FAILED, Ledger, SweepMeta, new_token
+from hpcjobs.sweep.ledger.store import SUB_FAILED, Ledger, SweepMeta, new_token
 from hpcjobs.sweep.lookup import TagLookup, await_tokens, default_lookup_seconds, numeric_job_order, settle_unseen
 from hpcjobs.sweep.lookup import tagged_jobs as _tagged_jobs_query
 from hpcjobs.sweep.pack import active_pack, pack_size, packed_tokens, refine_packed, tasks_for
+from hpcjobs.sweep.points.shapes import chunk_job, group_by_shape
 from hpcjobs.sweep.prepare import PreparedSweep, chunk_script_text, render_chunk_script
-from hpcjobs.sweep.shapes import chunk_job, group_by_shape
 
 log = logging.getLogger("hpcjobs.sweep")
 
@@ -388,7 +388,7 @@ class SweepSubmitter:
 
         A job whose attempt was given up for lost is adopted when the attempt's points are still
         pending; otherwise, and for a second job carrying an accepted attempt's token, it is
-        cancelled and recorded in the ledger (:meth:`hpcjobs.sweep.ledger.Ledger.strays`). Jobs
+        cancelled and recorded in the ledger (:meth:`hpcjobs.sweep.ledger.store.Ledger.strays`). Jobs
         with a token the ledger never planned are left alone (logged).
 
         Returns:
@@ -539,9 +539,9 @@ def poll_status(ledger: Ledger, client: SchedulerClient, *, active_only: bool = 
 
     Only the accepted submissions that still have unfinished points are asked about (``active_only``),
     the answer is read by column (:meth:`hpcjobs.schedulers.client.SchedulerClient.status_table`) and
-    only the points whose record changed are written (:meth:`hpcjobs.sweep.ledger.Ledger.apply_status`);
+    only the points whose record changed are written (:meth:`hpcjobs.sweep.ledger.store.Ledger.apply_status`);
     an answer identical to the last one applied, to the same ids of an unchanged ledger, is recognised
-    by its SHA-256 and not read again (:meth:`hpcjobs.sweep.ledger.Ledger.poll_memo`).
+    by its SHA-256 and not read again (:meth:`hpcjobs.sweep.ledger.store.Ledger.poll_memo`).
     Job ids the scheduler keeps not knowing are given a grace period, then looked up by tag and,
     when no job carries their token, marked lost so that their points can go again
     (:func:`hpcjobs.sweep.lookup.settle_unseen`).

@@ -28,10 +28,10 @@ from hpcjobs.accounting.reports.sweeps import (
 )
 from hpcjobs.analysis import load_sweep_report, sweep_attempts_frame
 from hpcjobs.cli import main
+from hpcjobs.config.sweep import SweepSpec
 from hpcjobs.schedulers.base import JobStatus
-from hpcjobs.sweep.expand import expand
-from hpcjobs.sweep.ledger import Ledger, SweepMeta, experiment_sha256
-from hpcjobs.sweep.spec import SweepSpec
+from hpcjobs.sweep.ledger.store import Ledger, SweepMeta, experiment_sha256
+from hpcjobs.sweep.points.expand import expand
 
 CAPTURE = Path(__file__).resolve().parents[1] / "data" / "slurm" / "testbed" / "sacct_sweep_resubmitted.txt"
 SWEEP = "rpt-retry-6bd68623"

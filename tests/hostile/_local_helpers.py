@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hpcjobs.sweep.ledger import Ledger, PointRecord
+from hpcjobs.sweep.ledger.store import Ledger, PointRecord
 
 #: Seven short points (0.05-0.3 s each).
 DURATIONS = (0.05, 0.3, 0.1, 0.25, 0.15, 0.2, 0.08)

@@ -17,7 +17,7 @@ from hpcjobs import process
 from hpcjobs.errors import SubmitError
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 from hpcjobs.sweep.lookup import LOOKUP_ENV
 from hpcjobs.sweep.prepare import prepare_sweep
 from hpcjobs.sweep.submitter import RetryPolicy, SweepSubmitter, open_ledger, poll_status
@@ -170,7 +170,7 @@ def test_a_deleted_ledger_does_not_submit_its_queued_jobs_again(tmp_path, monkey
     """The ledger (or the whole sweep folder) removed while 3 arrays are queued: the rerun refuses."""
     import shutil
 
-    from hpcjobs.sweep.ledger import LEDGER_FILE
+    from hpcjobs.sweep.ledger.store import LEDGER_FILE
 
     fake = LyingSlurm(accounting_knows=True)
     prepared = _prepare(tmp_path, fake, monkeypatch)

@@ -22,7 +22,7 @@ from hpcjobs.cli import main
 from hpcjobs.errors import ConfigError, IdArgumentError
 from hpcjobs.ids import MIN_PREFIX, check_id_argument, is_blank, match_prefix
 from hpcjobs.sweep.identity import find_sweep, name_of
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 from hpcjobs.sweep.logs import sweep_logs
 from hpcjobs.sweep.prepare import prepare_sweep
 from hpcjobs.sweep.singles_read import find_single

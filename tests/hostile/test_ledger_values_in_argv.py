@@ -26,7 +26,7 @@ from hpcjobs.process import CommandResult
 from hpcjobs.schedulers.base import SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import get_backend, scheduler_names
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 from hpcjobs.sweep.prepare import prepare_sweep
 from hpcjobs.sweep.submitter import RetryPolicy, SweepSubmitter, open_ledger
 from tests.hostile._lying_helpers import LyingSlurm, experiment

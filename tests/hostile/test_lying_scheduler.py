@@ -24,7 +24,7 @@ from hpcjobs.errors import ConfigError, LedgerError, SubmitError
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.sweep.api import run_sweep, sweep_status
-from hpcjobs.sweep.ledger import LEDGER_FILE, Ledger
+from hpcjobs.sweep.ledger.store import LEDGER_FILE, Ledger
 from hpcjobs.sweep.lookup import LOOKUP_ENV, default_lookup_seconds
 from hpcjobs.sweep.prepare import prepare_sweep
 from hpcjobs.sweep.submitter import RetryPolicy, SweepSubmitter, open_ledger, poll_status

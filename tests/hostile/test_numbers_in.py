@@ -69,7 +69,7 @@ def test_ascii_digits_are_what_int_reads_as_written(text: str) -> None:
 
 @pytest.mark.parametrize("value", ["²", "٣", "1²", "¹²³", "Ⅻ", "𝟗"])
 def test_max_points_setting_with_other_digits_is_refused(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
-    from hpcjobs.sweep.limits import MAX_POINTS_ENV, max_points_limit
+    from hpcjobs.config.sweep_size import MAX_POINTS_ENV, max_points_limit
 
     monkeypatch.setenv(MAX_POINTS_ENV, value)
     with pytest.raises(ConfigError, match=MAX_POINTS_ENV):

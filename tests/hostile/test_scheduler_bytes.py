@@ -24,7 +24,7 @@ from hpcjobs.errors import (
     excerpt,
 )
 from hpcjobs.process import output_limits, run_command
-from hpcjobs.sweep.ledger_schema import LEDGER_FILE
+from hpcjobs.sweep.ledger.schema import LEDGER_FILE
 from tests.hostile._bytes_helpers import HELLO, HUNDRED_MB, SLURM_SITE, fake_bin, path_with, run_cli
 
 MESSAGE_BOUND = 200 * 1024  # bytes of error output the CLI may print

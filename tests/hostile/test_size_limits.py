@@ -18,9 +18,9 @@ import pytest
 from click.testing import CliRunner
 
 from hpcjobs.cli import main
-from hpcjobs.sweep.expand import expand
-from hpcjobs.sweep.limits import DEFAULT_MAX_POINTS, MAX_POINTS_ENV, count_points, range_count
-from hpcjobs.sweep.spec import parse_sweep
+from hpcjobs.config.sweep import parse_sweep
+from hpcjobs.config.sweep_size import DEFAULT_MAX_POINTS, MAX_POINTS_ENV, count_points, range_count
+from hpcjobs.sweep.points.expand import expand
 
 PEAK_BYTES = 200 * 1024 * 1024
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from hpcjobs.cli import main
 from hpcjobs.process import run_command
 from hpcjobs.sweep.api import run_sweep, sweep_status
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 
 pytestmark = pytest.mark.slurm
 

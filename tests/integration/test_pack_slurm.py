@@ -18,7 +18,7 @@ from real_testbed import wait_for
 
 from hpcjobs.process import run_command
 from hpcjobs.sweep.api import resubmit_sweep, run_sweep, sweep_status
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 
 pytestmark = pytest.mark.slurm
 

@@ -20,7 +20,7 @@ from real_testbed import wait_for
 
 from hpcjobs.process import run_command
 from hpcjobs.sweep.api import run_sweep, sweep_status
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 from hpcjobs.sweep.pipeline import BLOCKED_STATE_RAW
 
 pytestmark = pytest.mark.slurm

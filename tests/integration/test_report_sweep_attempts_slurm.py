@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from hpcjobs.cli import main
 from hpcjobs.sweep.api import resubmit_sweep, run_sweep, sweep_status
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 
 pytestmark = pytest.mark.slurm
 

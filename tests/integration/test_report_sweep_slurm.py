@@ -16,7 +16,7 @@ import hpcjobs
 from hpcjobs.cli import main
 from hpcjobs.process import run_command
 from hpcjobs.sweep.api import run_sweep, sweep_status
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 
 pytestmark = pytest.mark.slurm
 

@@ -20,7 +20,7 @@ import pytest
 
 from hpcjobs.process import run_command
 from hpcjobs.sweep.api import run_sweep, sweep_status
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 
 pytestmark = pytest.mark.slurm
 

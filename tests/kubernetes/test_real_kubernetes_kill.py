@@ -18,7 +18,7 @@ from k8s_real import ROOT, delete_chunks, kubectl
 from real_testbed import wait_for
 
 from hpcjobs.sweep.api import sweep_status
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 from hpcjobs.sweep.lookup import LOOKUP_ENV
 
 pytestmark = pytest.mark.kubernetes

@@ -16,7 +16,7 @@ from typing import Any
 
 from hpcjobs.states import parse_job_tag
 from hpcjobs.sweep.api import sweep_status
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 from pbs.real import PbsServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from hpcjobs.sweep.api import run_sweep
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 from hpcjobs.sweep.pack import read_exit
 from pbs._sweep_helpers import SITE, wait_done
 

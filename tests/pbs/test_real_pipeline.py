@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from hpcjobs.sweep.api import run_sweep, sweep_status
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 from hpcjobs.sweep.pipeline import PBS_DELETED_STATE_RAW
 from pbs._sweep_helpers import SITE, experiment, wait_done
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hpcjobs.sweep.api import sweep_status
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 from hpcjobs.sweep.lookup import LOOKUP_ENV
 from swarm.real import ROOT, remove_services, services_of, wait_for
 

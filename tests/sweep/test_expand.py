@@ -14,8 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hpcjobs.config.sweep import SweepSpec
 from hpcjobs.errors import ConfigError
-from hpcjobs.sweep.expand import (
+from hpcjobs.sweep.points.expand import (
     Point,
     canonical_json,
     env_value,
@@ -24,7 +25,6 @@ from hpcjobs.sweep.expand import (
     point_env_file_text,
     point_id,
 )
-from hpcjobs.sweep.spec import SweepSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from hpcjobs.config.sweep import SweepSpec
 from hpcjobs.errors import LedgerError
 from hpcjobs.schedulers.base import JobStatus
-from hpcjobs.sweep.expand import Point, expand
-from hpcjobs.sweep.ledger import (
+from hpcjobs.sweep.ledger.store import (
     LEDGER_FILE,
     Ledger,
     SubmitterLock,
@@ -26,7 +26,7 @@ from hpcjobs.sweep.ledger import (
     experiment_sha256,
     new_token,
 )
-from hpcjobs.sweep.spec import SweepSpec
+from hpcjobs.sweep.points.expand import Point, expand
 
 ROOT = Path(__file__).resolve().parents[2]
 META = SweepMeta("demo-1", "exp.yaml", experiment_sha256("name: demo\n"), "local", "slurm", {"chunk_size": 4})
@@ -311,7 +311,7 @@ def test_reset_for_resubmit_only_finished_points_and_keeps_history(ledger: Ledge
 
 _HOLD_LOCK = """
 import sys, time
-from hpcjobs.sweep.ledger import SubmitterLock
+from hpcjobs.sweep.ledger.store import SubmitterLock
 lock = SubmitterLock(sys.argv[1], "demo-1").acquire()
 print("locked", flush=True)
 time.sleep(60)
@@ -344,7 +344,7 @@ _SUBMITTER = """
 import os, random, sys
 from pathlib import Path
 from hpcjobs.schedulers.base import JobStatus
-from hpcjobs.sweep.ledger import Ledger, new_token
+from hpcjobs.sweep.ledger.store import Ledger, new_token
 
 d, sched, seed = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(seed)
@@ -441,9 +441,9 @@ def test_submitter_killed_at_random_moments_ends_exactly_once(tmp_path: Path) ->
 _CREATOR = """
 import sys
 from pathlib import Path
-from hpcjobs.sweep.expand import expand
-from hpcjobs.sweep.ledger import Ledger, SweepMeta
-from hpcjobs.sweep.spec import SweepSpec
+from hpcjobs.sweep.points.expand import expand
+from hpcjobs.sweep.ledger.store import Ledger, SweepMeta
+from hpcjobs.config.sweep import SweepSpec
 points = expand(SweepSpec.model_validate({"grid": {"a": list(range(200)), "b": list(range(100))}}))
 print("expanded", flush=True)
 Ledger.create(Path(sys.argv[1]), SweepMeta("big", "e.yaml", "0" * 64, "local", "slurm"), points).close()

@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hpcjobs.config.sweep import SweepSpec
 from hpcjobs.errors import LedgerError
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.schedulers.status_table import StatusTable, task_indices
-from hpcjobs.sweep.expand import Point, expand
-from hpcjobs.sweep.ledger import LEDGER_FILE, SCHEMA_VERSION, Ledger, SweepMeta, experiment_sha256, new_token
-from hpcjobs.sweep.spec import SweepSpec
-from hpcjobs.sweep.stream import sweep_points
+from hpcjobs.sweep.ledger.store import LEDGER_FILE, SCHEMA_VERSION, Ledger, SweepMeta, experiment_sha256, new_token
+from hpcjobs.sweep.points.expand import Point, expand
+from hpcjobs.sweep.points.stream import sweep_points
 
 ROOT = Path(__file__).resolve().parents[2]
 V1_DUMP = ROOT / "tests" / "data" / "sweep" / "constructed_ledger_v1.sql"

@@ -15,10 +15,10 @@ from hpcjobs.accounting.reports.sweeps import sweep_frame
 from hpcjobs.accounting.schema import empty_frame
 from hpcjobs.accounting.sources.slurm import read_sacct_parsable2
 from hpcjobs.analysis import load_sweep, params_frame, sweep_points_frame
+from hpcjobs.config.sweep import SweepSpec
 from hpcjobs.schedulers.base import JobStatus
-from hpcjobs.sweep.expand import expand
-from hpcjobs.sweep.ledger import Ledger, SweepMeta, experiment_sha256
-from hpcjobs.sweep.spec import SweepSpec
+from hpcjobs.sweep.ledger.store import Ledger, SweepMeta, experiment_sha256
+from hpcjobs.sweep.points.expand import expand
 
 TESTBED = Path(__file__).resolve().parents[1] / "data" / "slurm" / "testbed"
 

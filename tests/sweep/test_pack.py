@@ -16,14 +16,14 @@ from click.testing import CliRunner
 from hpcjobs import states
 from hpcjobs.cli import main
 from hpcjobs.config.pack import Pack, pack_share_problems
+from hpcjobs.config.sweep import SweepSpec
 from hpcjobs.errors import ConfigError
 from hpcjobs.render.pack import exit_file_name
 from hpcjobs.schedulers.base import JobStatus
-from hpcjobs.sweep.expand import Point, expand
-from hpcjobs.sweep.ledger import Ledger, SweepMeta, experiment_sha256
+from hpcjobs.sweep.ledger.store import Ledger, SweepMeta, experiment_sha256
 from hpcjobs.sweep.pack import point_outcome, read_exit, refine_packed, render_packed, tasks_for
+from hpcjobs.sweep.points.expand import Point, expand
 from hpcjobs.sweep.prepare import chunk_script_text, prepare_sweep, write_chunk_file
-from hpcjobs.sweep.spec import SweepSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 SITES = ROOT / "tests" / "sites"

@@ -24,7 +24,7 @@ from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.schedulers.slurm.backend import SlurmBackend
 from hpcjobs.schedulers.slurm.formats import parse_squeue_status
 from hpcjobs.sweep.api import resubmit_sweep, run_sweep, sweep_status
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 from hpcjobs.sweep.pipeline import BLOCKED_STATE_RAW, parse_after_option
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -349,7 +349,7 @@ def test_ledger_without_upstreams_table_reads_empty_and_gets_it(tmp_path: Path, 
         assert ledger.upstreams() == []
         ledger.record_upstream_cancelled(["1"])  # nothing to note it on: no table made for it
         assert ledger.upstreams() == []
-        from hpcjobs.sweep.ledger import UpstreamRecord
+        from hpcjobs.sweep.ledger.store import UpstreamRecord
 
         ledger.record_upstreams([UpstreamRecord("x.yaml", "any", "x-1", "/f", ("7",))])
         assert [(r.ref, r.condition, r.job_ids) for r in ledger.upstreams()] == [("x.yaml", "any", ("7",))]
@@ -358,7 +358,7 @@ def test_ledger_without_upstreams_table_reads_empty_and_gets_it(tmp_path: Path, 
 
 def test_version_1_ledger_upgrade_reads_no_upstreams_then_records(tmp_path: Path) -> None:
     """A version 1 ledger (before schema 2 and the upstreams table) is upgraded on open; its upstreams read empty."""
-    from hpcjobs.sweep.ledger import LEDGER_FILE, UpstreamRecord
+    from hpcjobs.sweep.ledger.store import LEDGER_FILE, UpstreamRecord
 
     folder = tmp_path / "old"
     folder.mkdir()

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 import hpcjobs
 from hpcjobs.cli import main
 from hpcjobs.config.loading import load_experiment
+from hpcjobs.config.results import ResultSource, result_sources
 from hpcjobs.errors import ConfigError
 from hpcjobs.sweep import results as results_mod
 from hpcjobs.sweep.results import read_points, reduce_rows, results_frame, typed_column
-from hpcjobs.sweep.results_spec import ResultSource, result_sources
 
 
 def _load(tmp_path: Path, results_yaml: str) -> ConfigError | list[ResultSource]:

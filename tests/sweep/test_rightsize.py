@@ -14,10 +14,10 @@ from hpcjobs import process
 from hpcjobs.accounting.reports.advise import AdviceSettings
 from hpcjobs.accounting.schema import conform
 from hpcjobs.cli import main
+from hpcjobs.plan import rightsize
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
-from hpcjobs.sweep import rightsize
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 from hpcjobs.sweep.prepare import prepare_sweep
 from hpcjobs.sweep.submitter import RetryPolicy, SweepSubmitter, open_ledger, poll_status
 from tests.sweep.test_submitter import FakeSlurm
@@ -132,7 +132,7 @@ def test_cli_prints_what_changed(failed_sweep, tmp_path):
 
 
 def test_a_raise_the_partition_blocks_is_said(tmp_path):
-    from hpcjobs.sweep.rightsize import plan_right_size
+    from hpcjobs.plan.rightsize import plan_right_size
 
     exp = tmp_path / "rs.yaml"
     exp.write_text("name: rs\ncommand: echo $x\nresources: {walltime: 1h}\nsweep:\n  grid:\n    x: [0]\n")

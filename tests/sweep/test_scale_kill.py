@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hpcjobs.states import parse_job_tag
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "tests" / "sites" / "hpctest.yaml"

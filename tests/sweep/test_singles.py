@@ -25,7 +25,7 @@ from hpcjobs.process import CommandResult
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.sweep.identity import find_sweep
-from hpcjobs.sweep.ledger import Ledger, SweepMeta
+from hpcjobs.sweep.ledger.store import Ledger, SweepMeta
 from hpcjobs.sweep.singles import submit_single
 from hpcjobs.sweep.singles_read import (
     INDEX_FILE,
@@ -380,7 +380,7 @@ def test_resubmit_leaves_a_job_the_scheduler_requeued(project: Path, monkeypatch
 
 def _fake_single(base: Path, rid: str, job_id: str) -> Path:
     """A single job's ledger recorded as submitted with ``job_id`` (no scheduler involved)."""
-    from hpcjobs.sweep.expand import expand
+    from hpcjobs.sweep.points.expand import expand
 
     folder = base / SINGLES_DIR / rid
     meta = SweepMeta(rid, "/x/exp.yaml", "0" * 64, "pbstest", "pbspro",
@@ -419,7 +419,7 @@ def test_a_reused_job_id_names_the_newest_job_and_a_shared_name_is_ambiguous(tmp
 
 def test_an_exact_sweep_name_beats_a_job_id_which_beats_a_prefix(tmp_path: Path):
     meta = SweepMeta("77-0a0b0c0d", "/x/e.yaml", "0" * 64, "hpctest", "slurm", {"name": "77"})
-    from hpcjobs.sweep.expand import expand
+    from hpcjobs.sweep.points.expand import expand
 
     with Ledger.create(tmp_path / "77-0a0b0c0d", meta, expand(None)):
         pass
@@ -473,7 +473,7 @@ def test_a_job_id_is_found_from_another_folder(project: Path, monkeypatch: pytes
 @pytest.mark.parametrize(("recorded", "typed"), [("1300", "1300"), ("1300", "1300_4"), ("12[].pbs", "12[]"),
                                                  ("12[].pbs", "12[3].pbs.example.org")])
 def test_a_sweeps_job_id_names_the_sweep_instead_of_resolving_to_it(tmp_path: Path, recorded: str, typed: str):
-    from hpcjobs.sweep.expand import expand
+    from hpcjobs.sweep.points.expand import expand
 
     meta = SweepMeta("grid-0a0b0c0d", "/x/e.yaml", "0" * 64, "hpctest", "slurm", {"name": "grid"})
     points = expand(None, ["x=1,2"])

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from helpers import invoke
 
+from hpcjobs.config.sweep import parse_sweep
 from hpcjobs.errors import ConfigError
-from hpcjobs.sweep.expand import expand, point_env_lines
+from hpcjobs.sweep.points.expand import expand, point_env_lines
 from hpcjobs.sweep.prepare import prepare_sweep
-from hpcjobs.sweep.spec import parse_sweep
 
 EXPERIMENT = """\
 name: truths

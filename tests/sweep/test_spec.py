@@ -7,11 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from hpcjobs.config.types import StrictModel
-from hpcjobs.config.validation import validate_document
-from hpcjobs.config.yamlio import parse_yaml
-from hpcjobs.errors import ConfigError
-from hpcjobs.sweep.spec import (
+from hpcjobs.config.sweep import (
     FilterError,
     SweepSpec,
     compile_filter,
@@ -20,6 +16,10 @@ from hpcjobs.sweep.spec import (
     flatten_wandb,
     parse_sweep,
 )
+from hpcjobs.config.types import StrictModel
+from hpcjobs.config.validation import validate_document
+from hpcjobs.config.yamlio import parse_yaml
+from hpcjobs.errors import ConfigError
 
 
 class _Doc(StrictModel):

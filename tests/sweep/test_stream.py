@@ -10,13 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hpcjobs.config.sweep import SweepSpec
 from hpcjobs.errors import ConfigError, LedgerError
 from hpcjobs.sweep.chunk_files import env_file_text, write_chunk_files
 from hpcjobs.sweep.chunks import Chunk
-from hpcjobs.sweep.expand import expand, point_env_lines
+from hpcjobs.sweep.points.expand import expand, point_env_lines
+from hpcjobs.sweep.points.stream import SweepPoints, sweep_points
 from hpcjobs.sweep.prepare import chunk_env_text, prepare_sweep
-from hpcjobs.sweep.spec import SweepSpec
-from hpcjobs.sweep.stream import SweepPoints, sweep_points
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = str(ROOT / "tests" / "sites" / "hpctest.yaml")

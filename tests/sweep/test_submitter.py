@@ -13,7 +13,7 @@ from hpcjobs.process import CommandResult
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.sweep.api import run_sweep, sweep_status
-from hpcjobs.sweep.ledger import Ledger
+from hpcjobs.sweep.ledger.store import Ledger
 from hpcjobs.sweep.prepare import prepare_sweep
 from hpcjobs.sweep.submitter import RetryPolicy, SweepSubmitter, open_ledger
 

@@ -10,8 +10,8 @@ per chunk, one per status poll), so the fsync costs nothing that matters.
 
 **At scale.** A write touches only the points it changes, with set-based statements (a chunk's
 points through ``json_each``, a poll's tasks by array-index ranges), and keeps the per-state
-counts in ``point_counts`` (:mod:`hpcjobs.sweep.ledger_counts`); a new sweep's points are streamed
-in (:mod:`hpcjobs.sweep.ledger_plan`). Nothing reads every point unless asked to (:meth:`Ledger.points`).
+counts in ``point_counts`` (:mod:`hpcjobs.sweep.ledger.counts`); a new sweep's points are streamed
+in (:mod:`hpcjobs.sweep.ledger.plan`). Nothing reads every point unless asked to (:meth:`Ledger.points`).
 
 On a network filesystem (NFS, Lustre, GPFS, ...) WAL is unsafe (its shared-memory index only
 works between processes of one host), so the ledger uses the rollback journal there (detected
@@ -32,9 +32,9 @@ PLANNED, and :meth:`Ledger.plan_chunk` refuses any other state inside its transa
 submitters that both ignored the lock could not submit a point twice.
 
 The schema, the point and submission states and the record types are in
-:mod:`hpcjobs.sweep.ledger_schema`, the lock in :mod:`hpcjobs.sweep.lock`; both are re-exported here.
-Status polls are applied by :mod:`hpcjobs.sweep.ledger_status`, the records of a lying scheduler's
-aftermath by :mod:`hpcjobs.sweep.ledger_recovery`.
+:mod:`hpcjobs.sweep.ledger.schema`, the lock in :mod:`hpcjobs.sweep.ledger.lock`; both are re-exported here.
+Status polls are applied by :mod:`hpcjobs.sweep.ledger.status`, the records of a lying scheduler's
+aftermath by :mod:`hpcjobs.sweep.ledger.recovery`.
 """
 
 from __future__ import annotations
@@ -51,11 +51,12 @@ from typing import Any
 from hpcjobs.errors import LedgerError
 from hpcjobs.ids import values_from
 from hpcjobs.states import TERMINAL_STATES
-from hpcjobs.sweep.ledger_counts import move, shift, stored_version, upgrade
-from hpcjobs.sweep.ledger_plan import insert_new, prepare_points, replan
-from hpcjobs.sweep.ledger_read import LedgerReads
-from hpcjobs.sweep.ledger_recovery import RecoveryRecords, StrayJob, UnseenJob
-from hpcjobs.sweep.ledger_schema import (
+from hpcjobs.sweep.ledger.counts import move, shift, stored_version, upgrade
+from hpcjobs.sweep.ledger.lock import LOCK_FILE, SubmitterLock
+from hpcjobs.sweep.ledger.plan import insert_new, prepare_points, replan
+from hpcjobs.sweep.ledger.read import LedgerReads
+from hpcjobs.sweep.ledger.recovery import RecoveryRecords, StrayJob, UnseenJob
+from hpcjobs.sweep.ledger.schema import (
     _POINT_COLS,
     _SCHEMA,
     _SWEEP_ID_RE,
@@ -88,9 +89,8 @@ from hpcjobs.sweep.ledger_schema import (
     refuse_linked_ledger,
     refuse_schemaless,
 )
-from hpcjobs.sweep.ledger_status import StatusRecords
-from hpcjobs.sweep.ledger_upstreams import UpstreamRecord, UpstreamRecords
-from hpcjobs.sweep.lock import LOCK_FILE, SubmitterLock
+from hpcjobs.sweep.ledger.status import StatusRecords
+from hpcjobs.sweep.ledger.upstreams import UpstreamRecord, UpstreamRecords
 
 __all__ = [
     "LEDGER_FILE", "LOCK_FILE", "PLANNED", "POINT_STATES", "REMOVED", "SCHEMA_VERSION", "SUBMITTED", "SUBMITTING",
@@ -150,8 +150,8 @@ class Ledger(LedgerReads, RecoveryRecords, StatusRecords, UpstreamRecords):
         Args:
             sweep_dir: The sweep's directory (created if missing).
             meta: What the sweep is.
-            points: The expanded points: a list (:func:`hpcjobs.sweep.expand.expand`) or, streamed
-                without holding them all, a :class:`hpcjobs.sweep.stream.SweepPoints`.
+            points: The expanded points: a list (:func:`hpcjobs.sweep.points.expand.expand`) or, streamed
+                without holding them all, a :class:`hpcjobs.sweep.points.stream.SweepPoints`.
             force: Accept a changed experiment or point set.
 
         Returns:
@@ -187,7 +187,7 @@ class Ledger(LedgerReads, RecoveryRecords, StatusRecords, UpstreamRecords):
 
     @classmethod
     def open(cls, sweep_dir: str | Path, *, allow_read_only: bool = False) -> Ledger:
-        """Open an existing ledger (a version 1 ledger is upgraded first, see :mod:`hpcjobs.sweep.ledger_counts`).
+        """Open an existing ledger (a version 1 ledger is upgraded first, see :mod:`hpcjobs.sweep.ledger.counts`).
 
         Args:
             sweep_dir: The sweep's folder.

@@ -1,10 +1,10 @@
 """What the sweep ledger stores: its SQL schema, constants, records and database connection.
 
-Split out of :mod:`hpcjobs.sweep.ledger` (which re-exports every public name here); the
-:class:`hpcjobs.sweep.ledger.Ledger` class itself lives there.
+Split out of :mod:`hpcjobs.sweep.ledger.store` (which re-exports every public name here); the
+:class:`hpcjobs.sweep.ledger.store.Ledger` class itself lives there.
 
 **Schema** (``schema_version`` 2; a version 1 ledger is upgraded when it is opened, see
-:mod:`hpcjobs.sweep.ledger_counts`):
+:mod:`hpcjobs.sweep.ledger.counts`):
 
 - ``sweep``: one row: ``sweep_id``, ``created_at``/``updated_at`` (Unix seconds; ``updated_at`` is the
   last change to a point or submission, and grows with every such write), ``experiment_path``,
@@ -30,13 +30,13 @@ Split out of :mod:`hpcjobs.sweep.ledger` (which re-exports every public name her
 - ``unseen_jobs``: consecutive status polls that did not report a submitted job id (a job id the
   scheduler never knows is marked lost after a grace period). These two tables came without a
   version change: a ledger that lacks them gets them at the first write that needs them.
-- ``upstreams``: what the sweep waits for (``after:``, ``--after``; :mod:`hpcjobs.sweep.ledger_upstreams`): the
+- ``upstreams``: what the sweep waits for (``after:``, ``--after``; :mod:`hpcjobs.sweep.ledger.upstreams`): the
   reference as given (``ref``), its condition (``ok``/``any``/``done``), the upstream's sweep id and folder (none
   for a bare scheduler job id), the upstream job ids the last submission waited for, and the jobs of this sweep
   cancelled because their upstream failed. Added without a version change, like the two tables above.
 - ``poll_memo``: the last status answer applied that reported every id asked (SHA-256 of the
   scheduler's text and of the ids asked, and the ledger's ``updated_at`` after it): the same answer
-  on an unchanged ledger changes nothing and is not read again (:mod:`hpcjobs.sweep.ledger_status`).
+  on an unchanged ledger changes nothing and is not read again (:mod:`hpcjobs.sweep.ledger.status`).
 
 Point states: ``PLANNED`` (never submitted, or released after a failed submission),
 ``SUBMITTING`` (in a submission not yet resolved), ``SUBMITTED`` (accepted, no status yet), then
@@ -173,7 +173,7 @@ POINT_INDEXES = (
 
 #: Tables added without a schema version change (older ledgers get them at their first write that needs
 #: them; readers treat a missing table as empty): jobs cancelled as strays, and the scheduler's silence
-#: about a submitted job id (see :meth:`hpcjobs.sweep.ledger.Ledger.note_unseen`).
+#: about a submitted job id (see :meth:`hpcjobs.sweep.ledger.store.Ledger.note_unseen`).
 _AUX_SCHEMA = """
 CREATE TABLE IF NOT EXISTS stray_jobs (
   job_id TEXT PRIMARY KEY,
@@ -207,7 +207,7 @@ _SCHEMA += _AUX_SCHEMA
 
 
 class PointLike(Protocol):
-    """What the ledger needs of a point (:class:`hpcjobs.sweep.expand.Point` has it)."""
+    """What the ledger needs of a point (:class:`hpcjobs.sweep.points.expand.Point` has it)."""
 
     @property
     def index(self) -> int: ...

@@ -1,6 +1,6 @@
 """Applying a status poll to the ledger: only the points whose record changed are written.
 
-Split out of :mod:`hpcjobs.sweep.ledger`; :class:`hpcjobs.sweep.ledger.Ledger` inherits these methods.
+Split out of :mod:`hpcjobs.sweep.ledger.store`; :class:`hpcjobs.sweep.ledger.store.Ledger` inherits these methods.
 
 A poll's answer arrives as a :class:`hpcjobs.schedulers.status_table.StatusTable`: array tasks grouped
 by (array job, state, state text, exit code, task id spelling). Each group becomes one ``UPDATE`` of
@@ -37,7 +37,7 @@ from typing import Any
 from hpcjobs.errors import LedgerError
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.schedulers.status_table import GroupKey, StatusTable
-from hpcjobs.sweep.ledger_counts import shift
+from hpcjobs.sweep.ledger.counts import shift
 
 __all__ = ["StatusRecords"]
 
@@ -59,7 +59,7 @@ def _runs(indices: Sequence[int]) -> list[tuple[int, int]]:
 
 
 class StatusRecords:
-    """Mixin of :class:`hpcjobs.sweep.ledger.Ledger`: status polls applied to the points."""
+    """Mixin of :class:`hpcjobs.sweep.ledger.store.Ledger`: status polls applied to the points."""
 
     path: Path
 

@@ -2,10 +2,10 @@
 
 ``point_counts`` holds how many points are in each state. Every ledger write that moves points
 between states adjusts it in the same transaction (:func:`shift`), so ``hpcjobs status`` and
-``hpcjobs ls`` read a few rows instead of counting every point; :meth:`hpcjobs.sweep.ledger.Ledger.check_invariants`
-compares it with the points. The same call records the time of the change as the sweep's ``updated_at``,
-which grows with every such write (by a microsecond at least), so that an unchanged ``updated_at``
-means an unchanged ledger.
+``hpcjobs ls`` read a few rows instead of counting every point;
+:meth:`hpcjobs.sweep.ledger.store.Ledger.check_invariants` compares it with the points. The same call
+records the time of the change as the sweep's ``updated_at``, which grows with every such write (by a
+microsecond at least), so that an unchanged ``updated_at`` means an unchanged ledger.
 
 **Version 1 → 2** (:func:`upgrade`, one transaction, when a version 1 ledger is opened for writing or
 read through an in-memory copy): the ``points_digest`` column, the ``point_counts`` table (counted
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hpcjobs.errors import LedgerError
-from hpcjobs.sweep.ledger_schema import _AUX_SCHEMA, POINT_ID_INDEX, POINT_INDEXES, SCHEMA_VERSION
+from hpcjobs.sweep.ledger.schema import _AUX_SCHEMA, POINT_ID_INDEX, POINT_INDEXES, SCHEMA_VERSION
 
 __all__ = ["create_point_indexes", "recount", "shift", "stored_version", "upgrade"]
 

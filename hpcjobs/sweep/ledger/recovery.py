@@ -1,6 +1,6 @@
 """Ledger records for a scheduler that lies: corrected job ids, lost jobs, adopted late arrivals, strays.
 
-Split out of :mod:`hpcjobs.sweep.ledger`; :class:`hpcjobs.sweep.ledger.Ledger` inherits these methods.
+Split out of :mod:`hpcjobs.sweep.ledger.store`; :class:`hpcjobs.sweep.ledger.store.Ledger` inherits these methods.
 Each is one SQLite transaction, like every other ledger write.
 
 - A submit command may print a wrong job id (exit 0) while the job it queued carries the submission's
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from hpcjobs.errors import LedgerError
-from hpcjobs.sweep.ledger_counts import move
-from hpcjobs.sweep.ledger_schema import _AUX_SCHEMA, PLANNED, SUB_FAILED, SUB_SUBMITTED, SUBMITTED
+from hpcjobs.sweep.ledger.counts import move
+from hpcjobs.sweep.ledger.schema import _AUX_SCHEMA, PLANNED, SUB_FAILED, SUB_SUBMITTED, SUBMITTED
 
 __all__ = ["RecoveryRecords", "StrayJob", "UnseenJob"]
 
@@ -71,7 +71,7 @@ def _ensure_aux(con: sqlite3.Connection) -> None:
 
 
 class RecoveryRecords:
-    """Mixin of :class:`hpcjobs.sweep.ledger.Ledger`: the records of a lying scheduler's aftermath."""
+    """Mixin of :class:`hpcjobs.sweep.ledger.store.Ledger`: the records of a lying scheduler's aftermath."""
 
     path: Path
 

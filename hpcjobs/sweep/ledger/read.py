@@ -1,6 +1,6 @@
 """Reading the ledger: points (all, a page, or by column), counts, submissions, the live ones.
 
-Split out of :mod:`hpcjobs.sweep.ledger`; :class:`hpcjobs.sweep.ledger.Ledger` inherits these methods.
+Split out of :mod:`hpcjobs.sweep.ledger.store`; :class:`hpcjobs.sweep.ledger.store.Ledger` inherits these methods.
 Each read is one statement (its own consistent snapshot). Only :meth:`LedgerReads.points` without a
 limit reads a record per point; the rest answer from the counts, an index, or the submissions.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from hpcjobs.errors import LedgerError
 from hpcjobs.states import TERMINAL_STATES
-from hpcjobs.sweep.ledger_schema import _POINT_COLS, POINT_STATES, UNRESOLVED, PointRecord, Submission, SweepMeta
+from hpcjobs.sweep.ledger.schema import _POINT_COLS, POINT_STATES, UNRESOLVED, PointRecord, Submission, SweepMeta
 
 __all__ = ["LedgerReads"]
 
@@ -23,7 +23,7 @@ _SUB_COLS = "token, chunk, state, is_array, first_index, job_id, argv_json, stde
 
 
 class LedgerReads:
-    """Mixin of :class:`hpcjobs.sweep.ledger.Ledger`: what it holds, read without changing it."""
+    """Mixin of :class:`hpcjobs.sweep.ledger.store.Ledger`: what it holds, read without changing it."""
 
     path: Path
 
@@ -89,7 +89,7 @@ class LedgerReads:
         return bytes(text or b"")
 
     def earlier_attempt_columns(self) -> dict[str, tuple[Any, ...]]:
-        """Every replaced attempt (as :meth:`hpcjobs.sweep.ledger.Ledger.reset_for_resubmit` kept it), by column:
+        """Every replaced attempt (as :meth:`hpcjobs.sweep.ledger.store.Ledger.reset_for_resubmit` kept it), by column:
         ``point_id``, ``attempt``, ``chunk``, ``array_job_id``, ``array_index``, ``job_id``, ``state``,
         ``exit_code``; ordered by point index, then attempt."""
         names = ("point_id", "attempt", "chunk", "array_job_id", "array_index", "job_id", "state", "exit_code")

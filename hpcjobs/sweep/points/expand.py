@@ -6,7 +6,7 @@ is what lets a killed ``hpcjobs sweep`` be re-run and find its ledger still matc
 
 Order: the parts of a sweep combine like nested for-loops (the first part is the outermost loop),
 then the command-line overrides (innermost). A value listed twice in one grid list is an error
-(:mod:`hpcjobs.sweep.values`); points that still come out identical (same parameters, same types,
+(:mod:`hpcjobs.sweep.points.values`); points that still come out identical (same parameters, same types,
 e.g. from two ``union`` items) are kept once, at their first position; ``Point.index`` numbers the
 survivors 0..N-1.
 """
@@ -22,10 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hpcjobs.errors import ConfigError, ConfigProblem
-from hpcjobs.render.shellvalue import UnencodableValueError, shell_word
-from hpcjobs.sweep.limits import range_count
-from hpcjobs.sweep.spec import (
+from hpcjobs.config.sweep import (
     RandomParam,
     SweepSpec,
     WandbParam,
@@ -33,7 +30,10 @@ from hpcjobs.sweep.spec import (
     check_value,
     env_names,
 )
-from hpcjobs.sweep.values import check_no_repeats
+from hpcjobs.config.sweep_size import range_count
+from hpcjobs.errors import ConfigError, ConfigProblem
+from hpcjobs.render.shellvalue import UnencodableValueError, shell_word
+from hpcjobs.sweep.points.values import check_no_repeats
 from hpcjobs.units import is_ascii_digits
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class Point:
         params_json: The canonical JSON of ``params``: sorted keys, no spaces, floats in ``repr``
             form, non-ASCII kept (what the id hashes, what the ledger stores).
         spelled: ``(name, text)`` of float parameters whose source text (``0.00005``) differs from
-            ``repr`` (``5e-05``): the job gets the text (:mod:`hpcjobs.sweep.values`).
+            ``repr`` (``5e-05``): the job gets the text (:mod:`hpcjobs.sweep.points.values`).
     """
 
     index: int
@@ -216,7 +216,7 @@ def parse_overrides(args: Sequence[str]) -> dict[str, list[Any]]:
     scalar (``'0.1'`` in quotes stays text). ``range(start, stop[, step])`` (stop excluded, floats
     allowed) and ``choice(a, b, ...)`` are understood; a leading ``+``/``++`` on the key is ignored.
     The grid combines with the file's sweep as a product; a name the file's sweep also defines is
-    replaced by the override's values (see :func:`hpcjobs.sweep.expand.expand`).
+    replaced by the override's values (see :func:`hpcjobs.sweep.points.expand.expand`).
 
     Raises:
         ConfigError: A malformed override (no ``=``, bad name, a list value, ``~key`` deletion,
@@ -377,7 +377,7 @@ def expand(spec: SweepSpec | None, overrides: Sequence[str] | Mapping[str, Seque
     """Expand a sweep (and command-line overrides) into its points, in a deterministic order.
 
     The number of points of the product is computed from the spec first and checked against the
-    limit (see :mod:`hpcjobs.sweep.limits`): nothing is built for a sweep over it.
+    limit (see :mod:`hpcjobs.config.sweep_size`): nothing is built for a sweep over it.
 
     Args:
         spec: The validated ``sweep:`` section; ``None`` or empty gives one point without parameters.
@@ -388,7 +388,7 @@ def expand(spec: SweepSpec | None, overrides: Sequence[str] | Mapping[str, Seque
         doc: The experiment document the spec came from: problems found while expanding name its
             file and the line of the ``sweep:`` key concerned (else they have no location).
         source_text: The text ``doc`` was parsed from: floats keep their spelling in the job's
-            environment (:func:`hpcjobs.sweep.values.source_spellings`).
+            environment (:func:`hpcjobs.sweep.points.values.source_spellings`).
 
     Returns:
         The points, duplicates dropped (first occurrence kept), indexed 0..N-1.
@@ -399,7 +399,7 @@ def expand(spec: SweepSpec | None, overrides: Sequence[str] | Mapping[str, Seque
             unknown parameter, a filter that fails on a point, or parameter names that collide as
             environment variables.
     """
-    from hpcjobs.sweep.stream import sweep_points
+    from hpcjobs.sweep.points.stream import sweep_points
 
     return list(sweep_points(spec, overrides, doc=doc, source_text=source_text))
 
@@ -429,7 +429,7 @@ def point_env_lines(point: Point) -> list[str]:
 
     Raises:
         ConfigError: Parameter names that cannot be exported or that collide, or a value holding
-            NUL (refused earlier by :func:`hpcjobs.sweep.spec.check_value`; this is the last guard).
+            NUL (refused earlier by :func:`hpcjobs.config.sweep.check_value`; this is the last guard).
     """
     names = env_names(point.params)
     spelled = dict(point.spelled)

@@ -94,7 +94,7 @@ def source_spellings(doc: YamlDocument | None, text: str | None) -> dict[float, 
 
 def override_spellings(args: Sequence[str]) -> dict[float, str]:
     """Float values of command-line sweep arguments (``lr=0.00005,1e-4``) → their text as typed."""
-    from hpcjobs.sweep.expand import _scalar, _split_unquoted
+    from hpcjobs.sweep.points.expand import _scalar, _split_unquoted
 
     out: dict[float, str] = {}
     for arg in args:

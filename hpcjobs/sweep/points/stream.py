@@ -2,7 +2,7 @@
 
 :class:`SweepPoints` is what :func:`hpcjobs.sweep.prepare.prepare_sweep` keeps of a sweep: the spec,
 the command-line grid and the float spellings, from which the points are produced again whenever
-they are needed, in the same order with the same ids (:mod:`hpcjobs.sweep.expand` explains why the
+they are needed, in the same order with the same ids (:mod:`hpcjobs.sweep.points.expand` explains why the
 expansion is deterministic). A million-point sweep is then never a million Python dicts in memory:
 the ledger is filled from :meth:`SweepPoints.ledger_rows` and each chunk's ``.env`` file from
 :meth:`SweepPoints.env_arms`, one point at a time.
@@ -27,15 +27,15 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
+from hpcjobs.config.sweep import FilterError, SweepSpec, compile_filter, env_names, flatten_wandb
+from hpcjobs.config.sweep_size import check_sweep_size
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.render.shellvalue import UnencodableValueError, shell_word
-from hpcjobs.sweep.limits import check_sweep_size
-from hpcjobs.sweep.spec import FilterError, SweepSpec, compile_filter, env_names, flatten_wandb
-from hpcjobs.sweep.values import check_no_repeats, spelled_params
+from hpcjobs.sweep.points.values import check_no_repeats, spelled_params
 
 if TYPE_CHECKING:
     from hpcjobs.config.yamlio import YamlDocument
-    from hpcjobs.sweep.expand import Point
+    from hpcjobs.sweep.points.expand import Point
 
 Params = dict[str, Any]
 #: ``(index, point_id, params_json)``: what the ledger stores of a point.
@@ -98,7 +98,7 @@ def _dims(lists: Mapping[str, Sequence[Any]], cap: int | None = None) -> _Factor
 
 
 def _has_repeats(values: Sequence[Any]) -> bool:
-    from hpcjobs.sweep.values import _value_key
+    from hpcjobs.sweep.points.values import _value_key
 
     return len({_value_key(v) for v in values}) != len(values)
 
@@ -107,7 +107,7 @@ class _Plan:
     """The parameters of one (sub-)sweep: checked when built, produced lazily on each iteration."""
 
     def __init__(self, spec: SweepSpec, overrides: Mapping[str, Sequence[Any]] | None, where: str = "sweep") -> None:
-        from hpcjobs.sweep.expand import _native_sampler, _wandb_grid_values, _wandb_sampler
+        from hpcjobs.sweep.points.expand import _native_sampler, _wandb_grid_values, _wandb_sampler
 
         #: Each factor of the product: grid dimensions one by one (so that no factor is itself a product).
         self.factors: list[list[Params] | _Factor] = []
@@ -208,7 +208,7 @@ class _Plan:
 # ------------------------------------------------------------------------------------------ the points
 
 def _located(exc: ConfigError, doc: YamlDocument | None) -> ConfigError:
-    from hpcjobs.sweep.expand import _located as located
+    from hpcjobs.sweep.points.expand import _located as located
 
     return located(exc, doc)
 
@@ -216,15 +216,15 @@ def _located(exc: ConfigError, doc: YamlDocument | None) -> ConfigError:
 class SweepPoints(Sequence["Point"]):
     """The points of a sweep, produced on demand in their deterministic order.
 
-    Iterating yields :class:`hpcjobs.sweep.expand.Point` objects (duplicates dropped, indices
-    0..N-1), exactly what :func:`hpcjobs.sweep.expand.expand` returns. Indexing or slicing a sweep of
+    Iterating yields :class:`hpcjobs.sweep.points.expand.Point` objects (duplicates dropped, indices
+    0..N-1), exactly what :func:`hpcjobs.sweep.points.expand.expand` returns. Indexing or slicing a sweep of
     up to :data:`_HOLD_MAX` points builds and keeps the whole list once; a larger one is read up to
     the points asked for (``points[:20]`` of a million-point sweep reads 20).
 
     Args:
         spec: The validated ``sweep:`` section (``None``: one point without parameters).
-        grid: The parsed command-line grid (:func:`hpcjobs.sweep.expand.parse_overrides`).
-        spellings: Float value → its source text (:mod:`hpcjobs.sweep.values`).
+        grid: The parsed command-line grid (:func:`hpcjobs.sweep.points.expand.parse_overrides`).
+        spellings: Float value → its source text (:mod:`hpcjobs.sweep.points.values`).
         doc: The experiment document, to place problems at their file:line.
 
     Raises:
@@ -284,7 +284,7 @@ class SweepPoints(Sequence["Point"]):
         return next(itertools.islice(iter(self), j, None))
 
     def __iter__(self) -> Iterator[Point]:
-        from hpcjobs.sweep.expand import Point
+        from hpcjobs.sweep.points.expand import Point
 
         if self._list is not None:
             yield from self._list
@@ -305,7 +305,7 @@ class SweepPoints(Sequence["Point"]):
 
     def _unique(self) -> Iterator[tuple[int, str, Params, str]]:
         """``(index, point_id, params, params_json)`` of every point, duplicates dropped, ids checked."""
-        from hpcjobs.sweep.expand import _CanonicalEncoder
+        from hpcjobs.sweep.points.expand import _CanonicalEncoder
 
         to_json = _CanonicalEncoder()
         sha256 = hashlib.sha256
@@ -365,7 +365,7 @@ class SweepPoints(Sequence["Point"]):
 
     def _grid_pieces(self) -> tuple[list[list[str]], list[int]]:
         """Per grid list, the JSON piece of each value (``,"name":value``) and the order of names in the JSON."""
-        from hpcjobs.sweep.expand import _CanonicalEncoder
+        from hpcjobs.sweep.points.expand import _CanonicalEncoder
 
         assert self._plan.grid_lists is not None
         lists = self._plan.grid_lists
@@ -394,7 +394,7 @@ class SweepPoints(Sequence["Point"]):
     def env_bodies(self, wanted: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         """``(point_id, case arm body)`` of the points in ``wanted``, in expansion order.
 
-        The body is :func:`hpcjobs.sweep.expand.point_env_lines` of the point, each line indented by
+        The body is :func:`hpcjobs.sweep.points.expand.point_env_lines` of the point, each line indented by
         four spaces and ended by a newline (what :func:`hpcjobs.sweep.chunk_files.env_file_text`
         writes), built from cached per-value lines (a grid's values repeat across its points).
 
@@ -447,7 +447,7 @@ def _json_word(text: str) -> str:
 
 
 def _export(env: str, value: Any, spelled: str | None) -> str:
-    from hpcjobs.sweep.expand import env_value
+    from hpcjobs.sweep.points.expand import env_value
 
     return f"export {env}={shell_word(spelled or env_value(value))}"
 
@@ -496,13 +496,13 @@ class _LineCache:
 
 def sweep_points(spec: SweepSpec | None, overrides: Sequence[str] | Mapping[str, Sequence[Any]] = (), *,
                  doc: YamlDocument | None = None, source_text: str | None = None) -> SweepPoints:
-    """The points of a sweep, to be streamed (:func:`hpcjobs.sweep.expand.expand` takes the same arguments).
+    """The points of a sweep, to be streamed (:func:`hpcjobs.sweep.points.expand.expand` takes the same arguments).
 
     Raises:
         ConfigError: As :class:`SweepPoints`, and malformed overrides.
     """
-    from hpcjobs.sweep.expand import parse_overrides
-    from hpcjobs.sweep.values import override_spellings, source_spellings
+    from hpcjobs.sweep.points.expand import parse_overrides
+    from hpcjobs.sweep.points.values import override_spellings, source_spellings
 
     try:
         spellings = source_spellings(doc, source_text)

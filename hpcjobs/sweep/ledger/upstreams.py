@@ -8,7 +8,7 @@ dependency is kept even when the command line no longer names it.
 
 The table came without a schema version change: a ledger made before it has no ``upstreams`` table,
 reads as having no upstreams, and gets the table at its first write that needs it (as
-``stray_jobs``/``unseen_jobs``, :mod:`hpcjobs.sweep.ledger_recovery`).
+``stray_jobs``/``unseen_jobs``, :mod:`hpcjobs.sweep.ledger.recovery`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcjobs.sweep.ledger_recovery import _ensure_aux
+from hpcjobs.sweep.ledger.recovery import _ensure_aux
 
 __all__ = ["JobView", "UpstreamRecord", "UpstreamRecords"]
 
@@ -60,7 +60,7 @@ class JobView:
 
 
 class UpstreamRecords:
-    """Mixin of :class:`hpcjobs.sweep.ledger.Ledger`: the ``upstreams`` table and the jobs-by-state view."""
+    """Mixin of :class:`hpcjobs.sweep.ledger.store.Ledger`: the ``upstreams`` table and the jobs-by-state view."""
 
     path: Path
 

@@ -40,7 +40,7 @@ accepted and ignored. A random W&B sweep draws ``samples`` points if given, else
 grid. ``method: bayes`` is refused: hpcjobs expands the whole sweep before submitting it.
 
 ``max_points:`` caps the number of points of the sweep's product (default ``$HPCJOBS_MAX_POINTS``,
-else 1,000,000; see :mod:`hpcjobs.sweep.limits`): it is computed before any point is built.
+else 1,000,000; see :mod:`hpcjobs.config.sweep_size`): it is computed before any point is built.
 
 Parameter names are identifiers, dotted allowed (``model.depth``); values are scalars (text,
 integer, float, boolean, null). Each point's parameters reach the job as environment variables
@@ -59,9 +59,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, Field, PositiveInt, WithJsonSchema, field_validator, model_validator
 
+from hpcjobs.config.sweep_size import check_count_setting
 from hpcjobs.config.types import RESERVED_ENV_NAMES, StrictModel
 from hpcjobs.errors import ConfigError, ConfigProblem
-from hpcjobs.sweep.limits import check_count_setting
 
 #: A parameter value: text, integer, float, boolean or null.
 Scalar = Union[bool, int, float, str, None]  # noqa: UP007 (pydantic needs the runtime union)

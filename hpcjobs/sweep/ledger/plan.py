@@ -1,6 +1,6 @@
 """Writing a sweep's points into its ledger: the first plan, streamed, and a re-plan, compared in SQL.
 
-Split out of :mod:`hpcjobs.sweep.ledger` (:meth:`hpcjobs.sweep.ledger.Ledger.create` calls these inside
+Split out of :mod:`hpcjobs.sweep.ledger.store` (:meth:`hpcjobs.sweep.ledger.store.Ledger.create` calls these inside
 its one transaction, so a ``kill -9`` leaves either no sweep or all of it).
 
 - :func:`insert_new` streams the points (``executemany`` over a generator: one point in memory at a
@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from hpcjobs.errors import LedgerError
-from hpcjobs.sweep.ledger_counts import create_point_indexes, shift
-from hpcjobs.sweep.ledger_schema import PLANNED, REMOVED, SCHEMA_VERSION, PointLike, SweepMeta
+from hpcjobs.sweep.ledger.counts import create_point_indexes, shift
+from hpcjobs.sweep.ledger.schema import PLANNED, REMOVED, SCHEMA_VERSION, PointLike, SweepMeta
 
 __all__ = ["insert_new", "points_digest", "prepare_points", "replan"]
 
-_DUPLICATES = "duplicate point ids: expand the sweep with hpcjobs.sweep.expand.expand"
+_DUPLICATES = "duplicate point ids: expand the sweep with hpcjobs.sweep.points.expand.expand"
 _INSERT = "INSERT INTO points (point_id, idx, params_json, state, updated_at) VALUES (?, ?, ?, 'PLANNED', ?)"
 
 
@@ -46,7 +46,7 @@ def _rows(points: Any) -> Iterator[tuple[int, str, str]]:
 
 
 def points_digest(points: Any) -> str:
-    """SHA-256 of the point ids in order (:meth:`hpcjobs.sweep.stream.SweepPoints.digest`)."""
+    """SHA-256 of the point ids in order (:meth:`hpcjobs.sweep.points.stream.SweepPoints.digest`)."""
     if hasattr(points, "digest"):
         return str(points.digest())
     d = hashlib.sha256()

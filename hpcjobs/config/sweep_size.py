@@ -4,7 +4,7 @@ A sweep is a product of parts, so a few short lists can describe more points tha
 holds (four grid lists of 1,000 values are 10^12 points). :func:`check_sweep_size` multiplies the
 sizes of the parts arithmetically (grid and zip list lengths, explicit points, random
 ``samples``, W&B grid sizes and ``run_cap``, the command-line overrides, the sum over ``union``
-items) and refuses a sweep over the limit before :func:`hpcjobs.sweep.expand.expand` materialises
+items) and refuses a sweep over the limit before :func:`hpcjobs.sweep.points.expand.expand` materialises
 anything. ``exclude`` and ``filter`` only drop points after the product is built, so the limit
 applies to the product.
 
@@ -109,13 +109,13 @@ def sweep_parts(spec: Any, overrides: Mapping[str, Sequence[Any]] | None = None)
     """The factors of a sweep's product: ``(what, size)`` per part, in expansion order.
 
     Args:
-        spec: A :class:`hpcjobs.sweep.spec.SweepSpec`.
+        spec: A :class:`hpcjobs.config.sweep.SweepSpec`.
         overrides: The command-line grid (parameter → values), or ``None``.
 
     Raises:
         ValueError: A W&B grid parameter with no finite number of values.
     """
-    from hpcjobs.sweep.spec import flatten_wandb
+    from hpcjobs.config.sweep import flatten_wandb
 
     parts: list[tuple[str, int]] = []
     if spec.is_wandb:
@@ -162,7 +162,7 @@ def check_sweep_size(spec: Any, overrides: Mapping[str, Sequence[Any]] | None = 
     """Refuse a sweep whose product has more points than the limit, before any point is built.
 
     Args:
-        spec: A :class:`hpcjobs.sweep.spec.SweepSpec`.
+        spec: A :class:`hpcjobs.config.sweep.SweepSpec`.
         overrides: The command-line grid, or ``None``.
 
     Returns:

@@ -8,7 +8,7 @@ of :mod:`hpcjobs.accounting.reports.advise` with the site's partition limits app
 does (same ledger reset, same submitter: a point is never submitted twice), each failed point with its own
 resources: a point that timed out gets the raised wall time, one killed for memory the raised memory,
 and every failed point the advised memory, wall time and CPUs where the advice has enough runs. The
-changed points form their own job shapes (:mod:`hpcjobs.sweep.shapes`), so they go out as their own arrays.
+changed points form their own job shapes (:mod:`hpcjobs.sweep.points.shapes`), so they go out as their own arrays.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
     from hpcjobs.schedulers.client import SchedulerClient
+    from hpcjobs.sweep.points.shapes import JobShape
     from hpcjobs.sweep.prepare import PreparedSweep
-    from hpcjobs.sweep.shapes import JobShape
     from hpcjobs.sweep.submitter import SubmitReport
 
 
@@ -55,7 +55,7 @@ class History:
 
 
 def _sweep_meta(folder: Path) -> Any:
-    from hpcjobs.sweep.ledger import Ledger
+    from hpcjobs.sweep.ledger.store import Ledger
 
     with Ledger.open(folder, allow_read_only=True) as ledger:
         return ledger.meta
@@ -204,7 +204,7 @@ class _Overlay(Mapping[str, int]):
 
 
 def _shape_of(prepared: PreparedSweep, point_id: str) -> JobShape:
-    from hpcjobs.sweep.shapes import JobShape
+    from hpcjobs.sweep.points.shapes import JobShape
 
     if not prepared.shapes:
         return JobShape({}, prepared.experiment, prepared.job)
@@ -289,7 +289,7 @@ def apply_right_size(prepared: PreparedSweep, changes: Sequence[PointChange]) ->
     import json
 
     from hpcjobs.resolve import resolve
-    from hpcjobs.sweep.shapes import JobShape
+    from hpcjobs.sweep.points.shapes import JobShape
 
     shapes = list(prepared.shapes) or [JobShape({}, prepared.experiment, prepared.job)]
     made: dict[str, int] = {}
@@ -352,7 +352,7 @@ def right_size_resubmit(
     from hpcjobs.schedulers.client import client_for
     from hpcjobs.sweep.api import prepared_from_ledger
     from hpcjobs.sweep.identity import find_sweep
-    from hpcjobs.sweep.ledger import Ledger
+    from hpcjobs.sweep.ledger.store import Ledger
     from hpcjobs.sweep.submitter import SweepSubmitter, poll_status
 
     folder = find_sweep(name, root)

@@ -1,7 +1,7 @@
 """The submitter lock of a sweep: ``fcntl.flock`` on ``<sweep_dir>/lock``.
 
-Split out of :mod:`hpcjobs.sweep.ledger` (which re-exports :class:`SubmitterLock` and
-:data:`LOCK_FILE`); :meth:`hpcjobs.sweep.ledger.Ledger.lock` hands one out.
+Split out of :mod:`hpcjobs.sweep.ledger.store` (which re-exports :class:`SubmitterLock` and
+:data:`LOCK_FILE`); :meth:`hpcjobs.sweep.ledger.store.Ledger.lock` hands one out.
 """
 
 from __future__ import annotations
