@@ -185,7 +185,8 @@ def _render_goal() -> None:
     """Expanding 10,000 points, their env text and one array script: the goal is at most 1 s."""
     from hpcjobs.config.sweep import SweepSpec
     from hpcjobs.render.script import render_job
-    from hpcjobs.sweep.points.expand import expand, point_env_file_text
+    from hpcjobs.sweep.points.expand import expand
+    from hpcjobs.sweep.points.point import point_env_file_text
     from hpcjobs.sweep.prepare import array_job_for_chunk, prepare_sweep
 
     with tempfile.TemporaryDirectory() as tmp:

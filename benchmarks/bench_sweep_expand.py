@@ -22,7 +22,8 @@ from typing import Any
 from hpcjobs.config.sweep import SweepSpec
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.sweep.ledger.store import Ledger, SweepMeta, choose_journal_mode, experiment_sha256
-from hpcjobs.sweep.points.expand import expand, point_env_file_text
+from hpcjobs.sweep.points.expand import expand
+from hpcjobs.sweep.points.point import point_env_file_text
 
 
 def _timed(fn: Callable[[], Any], rounds: int) -> tuple[float, float, float, Any]:

@@ -12,11 +12,15 @@ columns; the points' parameters, stored as canonical JSON, are read the same way
 column each (by Python's ``json`` when a sweep's values are outside what that reader keeps exactly:
 a parameter that is a number here and text there, integers past 64 bits, text that looks like a
 date). A million-point sweep is then never a million Python records or dicts.
+
+:func:`sweep_results` is the table of ``hpcjobs results``: :func:`load_sweep`'s points with the
+ledger's states and the metrics each run wrote (:mod:`hpcjobs.sweep.results` reads them), sorted.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -33,8 +37,10 @@ from hpcjobs.accounting.sweep_attempts import (  # noqa: F401 (public here too)
     params_frame,
     sweep_attempts_frame,
 )
-from hpcjobs.sweep.api import find_sweep
+from hpcjobs.sweep.api import sweep_status
+from hpcjobs.sweep.find import find_sweep
 from hpcjobs.sweep.ledger.store import Ledger
+from hpcjobs.sweep.results import join_results, results_frame, sort_results
 
 
 def sweep_points_frame(ledger: Ledger) -> pd.DataFrame:
@@ -135,10 +141,44 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
         frame.loc[missing, "exit_code"] = ledger_cols["exit_code"][missing]
     if not results:
         return frame
-    from hpcjobs.sweep.results import join_results, results_frame
-
     found = results_frame(folder, points["point_id"].array, cache=cache)
     if found["point_id"].equals(frame["point_id"]):  # in the same order: side by side, no join
         rename = {c: f"result_{c}" for c in found.columns if c != "point_id" and c in frame.columns}
         return pd.concat([frame, found.drop(columns="point_id").rename(columns=rename)], axis=1)
     return join_results(frame, found)
+
+
+def sweep_results(sweep: str | Path, *, root: str | Path | None = None, sort: Sequence[str] = (),
+                  top: int | None = None, poll: bool = True, cache: bool = True) -> tuple[pd.DataFrame, list[str]]:
+    """The table of ``hpcjobs results``: each point's parameters, state and metrics, sorted.
+
+    Args:
+        sweep: Sweep id, unique prefix, or folder.
+        root: Folder of sweep folders.
+        sort: Columns to sort by (``-val_acc``: descending); nulls last.
+        top: Keep the first N rows.
+        poll: Ask the scheduler once for the current states first (one batched call).
+        cache: Use the results cache.
+
+    Returns:
+        The frame (``index``, ``point_id``, parameters, ``state``, ``exit_code``, metrics,
+        ``result_error``, ``log_out``, ``log_err``) and the names of the metric columns.
+
+    Raises:
+        ConfigError: No such sweep, or a sort column that is not in the table.
+    """
+    folder = find_sweep(sweep, root)
+    if poll:
+        sweep_status(folder)
+    frame = load_sweep(folder, jobs=empty_frame(), cache=cache, results=False)
+    if frame.empty:
+        return frame, []
+    params = list(frame.columns[2:list(frame.columns).index("job_id")])
+    # no accounting rows were joined: the state is the ledger's (SUBMITTED, RUNNING, ... included)
+    frame["state"] = frame["ledger_state"].astype("string")
+    results = results_frame(folder, list(frame["point_id"].astype(str)), cache=cache)
+    joined = join_results(frame, results)
+    metrics = list(joined.columns[len(frame.columns):-3])
+    table = joined[["index", "point_id", *params, "state", "exit_code", *metrics, "result_error", "log_out",
+                    "log_err"]]
+    return sort_results(table, sort, top), metrics

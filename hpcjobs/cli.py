@@ -232,7 +232,7 @@ def render(experiment: str, site: str | None, overrides: tuple[str, ...], output
            template_dir: tuple[str, ...], script_only: bool = False) -> None:
     """Render the batch script for EXPERIMENT (a YAML file); on Kubernetes, the manifest of its Jobs."""
     from hpcjobs.render.api import RenderRequest, render_request
-    from hpcjobs.sweep.pack import render_packed
+    from hpcjobs.sweep.prepare import render_packed
 
     result = render_request(RenderRequest(experiment, site=site, overrides=overrides, template_dirs=template_dir,
                                           output_dir=output_dir, script_only=script_only), packed=render_packed)
@@ -266,7 +266,7 @@ def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refres
     once: running the command again prints the job already submitted (and finds one whose answer was
     lost) instead of submitting another. --new submits another job.
     """
-    from hpcjobs.submit import submit_experiment
+    from hpcjobs.sweep.singles import submit_single
 
     if partition is not None:
         from hpcjobs.plan.api import with_partition
@@ -274,8 +274,8 @@ def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refres
         overrides, chosen = with_partition(experiment, partition, site=site, overrides=overrides)
         if chosen:
             click.echo(chosen, err=True)
-    sub = submit_experiment(experiment, site=site, overrides=overrides, refresh_site=refresh_site, root=root,
-                            new=new, after=after)
+    sub = submit_single(experiment, site=site, overrides=overrides, refresh_site=refresh_site, root=root, new=new,
+                        after=after)
     if as_json:
         click.echo(json.dumps({"job_id": sub.job_id, "script": str(sub.script), "tag": sub.tag.render(),
                                "site": sub.site, "scheduler": sub.scheduler,

@@ -1,9 +1,10 @@
 """Submitting one rendered job: write the script, make the output directory, submit with a tag.
 
-:func:`submit_experiment` is the library call behind ``hpcjobs submit``: it records the job in a
-ledger of its own, like a one-point sweep (:mod:`hpcjobs.sweep.singles`), so that the same request
-is submitted exactly once and ``status``/``logs``/``cancel``/``resubmit`` take its job id.
-:func:`submit_rendered` is the bare step (no ledger) that tests and sweeps build on.
+:func:`submit_rendered` is the bare step (no ledger) that tests and sweeps build on, and
+:class:`Submission` what it answers. The library call behind ``hpcjobs submit`` is
+:func:`hpcjobs.sweep.singles.submit_single`: it records the job in a ledger of its own, like a
+one-point sweep, so that the same request is submitted exactly once and
+``status``/``logs``/``cancel``/``resubmit`` take its job id.
 """
 
 from __future__ import annotations
@@ -128,47 +129,4 @@ def default_log_files(rendered: RenderedScript) -> bool:
     return job.array is None and not any(flag in own for flag in ("--output", "--error", "-o ", "-e "))
 
 
-def submit_experiment(
-    path: str | Path,
-    *,
-    site: str | None = None,
-    overrides: tuple[str, ...] = (),
-    submit_dir: str | Path | None = None,
-    refresh_site: bool = False,
-    root: str | Path | None = None,
-    new: bool = False,
-    client: SchedulerClient | None = None,
-    after: tuple[str, ...] = (),
-) -> Submission:
-    """Load, check, render and submit an experiment file as one job, exactly once per request.
-
-    The request (the experiment's meaning with its ``--set`` overrides, and the site) is recorded in
-    its own ledger under ``<sweep root>/jobs/`` before the scheduler is called
-    (:func:`hpcjobs.sweep.singles.submit_single`): running the same command again returns the job
-    already submitted instead of submitting another, and a job whose answer was lost is found by its
-    token. ``new`` submits another job of the same request.
-
-    Args:
-        path: The experiment file.
-        site: Site override (name or file).
-        overrides: ``--set KEY=VALUE`` overrides.
-        submit_dir: The job's working directory (default: the current one).
-        refresh_site: Discover this machine's cluster again even when a discovered site is cached.
-        root: Folder of sweep folders (default: found as for sweeps).
-        new: Submit another job even if this request was submitted before.
-        client: The scheduler client (default: the site's scheduler).
-        after: ``--after`` upstreams (``[WHEN:]SWEEP|JOB``; :mod:`hpcjobs.sweep.pipeline`).
-
-    Raises:
-        ConfigError: Bad input, or a site without a scheduler (nothing is written or submitted).
-        CommandError: The scheduler refused the job (the command, exit code and stderr attached).
-        SubmitError: An ambiguous answer could not be settled (run the same command again).
-        LedgerError: Another ``hpcjobs submit`` of the same request is running.
-    """
-    from hpcjobs.sweep.singles import submit_single
-
-    return submit_single(path, site=site, overrides=overrides, submit_dir=submit_dir, refresh_site=refresh_site,
-                         root=root, new=new, client=client, after=after)
-
-
-__all__ = ["Submission", "client_for", "default_log_files", "job_log_paths", "submit_experiment", "submit_rendered"]
+__all__ = ["Submission", "client_for", "default_log_files", "job_log_paths", "submit_rendered"]

@@ -16,7 +16,7 @@ import pytest
 from hpcjobs.config.sites import load_site_file
 from hpcjobs.errors import ConfigError
 from hpcjobs.render.script import render_experiment
-from hpcjobs.sweep.pack import render_packed
+from hpcjobs.sweep.prepare import render_packed
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden"

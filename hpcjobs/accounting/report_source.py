@@ -467,14 +467,14 @@ def has_live_accounting(scheduler: str | None) -> bool:
 
 def local_sweep(name: str) -> Path | None:
     """The folder of the sweep ``name`` means on this machine (exact id, then name, then a unique prefix, or a
-    folder path: see :func:`hpcjobs.sweep.identity.find_sweep`), or ``None`` when there is no such sweep here.
+    folder path: see :func:`hpcjobs.sweep.find.find_sweep`), or ``None`` when there is no such sweep here.
 
     Raises:
         ConfigError: The name or prefix is ambiguous among this machine's sweeps (the candidates listed; exit 2).
     """
     from hpcjobs.errors import IdArgumentError
     from hpcjobs.ids import check_id_argument
-    from hpcjobs.sweep.identity import find_sweep
+    from hpcjobs.sweep.find import find_sweep
 
     check_id_argument(name, what="sweep", key="--sweep")
     try:
@@ -491,7 +491,7 @@ def resolve_sweep_name(name: str, ids_in_data: Sequence[str]) -> str:
     """The sweep id ``--sweep`` means, as ``status``/``cancel``/``resubmit`` read it.
 
     A sweep of this machine's sweep root (exact id, then name, then a unique prefix: see
-    :func:`hpcjobs.sweep.identity.find_sweep`) wins; else the sweep ids found in the accounting data
+    :func:`hpcjobs.sweep.find.find_sweep`) wins; else the sweep ids found in the accounting data
     are matched the same way (a saved file from another machine).
 
     Raises:

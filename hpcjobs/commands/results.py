@@ -46,7 +46,7 @@ def _is_na(value: Any) -> bool:
 def results(sweep_name: str, sort: tuple[str, ...], top: int | None, root: str | None, no_poll: bool,
             as_csv: bool, as_json: bool) -> None:
     """Each point of SWEEP with its parameters, state and the metrics its run wrote (`results:` of the experiment)."""
-    from hpcjobs.sweep.results import sweep_results
+    from hpcjobs.analysis import sweep_results
 
     frame, metrics = sweep_results(sweep_name, root=root, sort=sort, top=top, poll=not no_poll)
     if as_csv:
@@ -98,7 +98,8 @@ def logs(sweep_name: str, point: str | None, index: int | None, failed: bool, st
     """Show the stdout and stderr of SWEEP's points (one point, by index, or by state), or of the job JOB_ID
     submitted with `hpcjobs submit` (`1234`, `1234.server`)."""
     from hpcjobs import states
-    from hpcjobs.sweep.logs import follow, sweep_logs, tail_text
+    from hpcjobs.sweep.log_files import sweep_logs
+    from hpcjobs.sweep.logs import follow, tail_text
 
     wanted = tuple(s.upper() for s in states_)
     bad = [s for s in wanted if s not in states.ALL_STATES]

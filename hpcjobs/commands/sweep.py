@@ -140,7 +140,7 @@ def _dry_table(prepared: Any, limit: int) -> Any:
     from rich.markup import escape
     from rich.table import Table
 
-    from hpcjobs.sweep.points.expand import env_value
+    from hpcjobs.sweep.points.point import env_value
 
     points = prepared.points
     names = list(dict.fromkeys(k for p in points[:limit] for k in p.params))
@@ -312,7 +312,8 @@ def resubmit(sweep_name: str, which: str, states_: tuple[str, ...], overrides: t
              accounting_file: str | None = None) -> None:
     """Submit a sweep's failed points again (or a failed job of `hpcjobs submit`), optionally with changed resources."""
     from hpcjobs import states
-    from hpcjobs.sweep.api import find_sweep, resubmit_sweep
+    from hpcjobs.sweep.api import resubmit_sweep
+    from hpcjobs.sweep.find import find_sweep
     from hpcjobs.sweep.singles_read import read_single
 
     wanted = tuple(s.upper() for s in states_) or tuple(sorted(states.FAILURE_STATES))

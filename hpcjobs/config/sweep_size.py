@@ -9,7 +9,8 @@ anything. ``exclude`` and ``filter`` only drop points after the product is built
 applies to the product.
 
 The limit is ``max_points:`` under ``sweep:`` in the experiment, else the environment variable
-``HPCJOBS_MAX_POINTS``, else :data:`DEFAULT_MAX_POINTS`; none can exceed :data:`MAX_POINTS_CEILING`.
+``HPCJOBS_MAX_POINTS``, else :data:`DEFAULT_MAX_POINTS`; none can exceed
+:data:`hpcjobs.config.sweep.MAX_POINTS_CEILING` (the spec refuses a larger setting).
 """
 
 from __future__ import annotations
@@ -19,27 +20,14 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hpcjobs.config.sweep import MAX_POINTS_CEILING, flatten_wandb
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.units import is_ascii_digits
 
 #: Points per sweep unless ``max_points:`` or ``$HPCJOBS_MAX_POINTS`` says otherwise.
 DEFAULT_MAX_POINTS = 1_000_000
-#: The most points any setting allows (also the most ``samples``/``run_cap`` a sweep may ask for).
-MAX_POINTS_CEILING = 100_000_000
 #: The environment variable that sets the limit for sweeps without ``max_points:``.
 MAX_POINTS_ENV = "HPCJOBS_MAX_POINTS"
-
-
-def check_count_setting(value: int) -> int:
-    """Refuse a ``samples``/``run_cap``/``max_points`` value above :data:`MAX_POINTS_CEILING`.
-
-    Raises:
-        ValueError: The value is over the ceiling (pydantic turns this into a located problem).
-    """
-    if value > MAX_POINTS_CEILING:
-        raise ValueError(f"{value} is over the most points a sweep can have ({MAX_POINTS_CEILING:,}); "
-                         "split the sweep into several")
-    return value
 
 
 def max_points_limit(setting: int | None = None) -> int:
@@ -115,8 +103,6 @@ def sweep_parts(spec: Any, overrides: Mapping[str, Sequence[Any]] | None = None)
     Raises:
         ValueError: A W&B grid parameter with no finite number of values.
     """
-    from hpcjobs.config.sweep import flatten_wandb
-
     parts: list[tuple[str, int]] = []
     if spec.is_wandb:
         flat = flatten_wandb(spec.parameters or {})

@@ -119,7 +119,8 @@ def load_history(sweep: str | None = None, *, name: str | None = None, from_file
         ConfigError: Nothing to read from, no such sweep or name (exit 2).
         CommandError: ``sacct`` failed.
     """
-    from hpcjobs.sweep.identity import find_sweep, find_sweep_root, name_of, sweep_folders
+    from hpcjobs.sweep.find import find_sweep
+    from hpcjobs.sweep.identity import find_sweep_root, name_of, sweep_folders
 
     if sum(x is not None for x in (sweep, name)) > 1:
         raise ConfigError("give one of SWEEP and --name")
@@ -151,11 +152,11 @@ def load_history(sweep: str | None = None, *, name: str | None = None, from_file
 
 def advise_history(history: History, settings: AdviceSettings | None = None) -> Advice:
     """The advice for all the runs of ``history`` as one group, within its site's partition limits."""
-    from hpcjobs.accounting.reports.advise import _mode, advise, limits_from_site
+    from hpcjobs.accounting.reports.advise import advise, limits_from_site, most_common
 
     limits = None
     if history.site is not None and len(history.jobs):
-        limits = limits_from_site(history.site, _mode(history.jobs.loc[history.jobs["step"].isna(), "partition"]))
+        limits = limits_from_site(history.site, most_common(history.jobs.loc[history.jobs["step"].isna(), "partition"]))
     group = {"sweeps": ",".join(history.sweep_ids)} if history.sweep_ids else {"source": history.label}
     return advise(history.jobs, settings, limits=limits, group=group)
 
@@ -351,9 +352,10 @@ def right_size_resubmit(
     """
     from hpcjobs.schedulers.client import client_for
     from hpcjobs.sweep.api import prepared_from_ledger
-    from hpcjobs.sweep.identity import find_sweep
+    from hpcjobs.sweep.find import find_sweep
     from hpcjobs.sweep.ledger.store import Ledger
-    from hpcjobs.sweep.submitter import SweepSubmitter, poll_status
+    from hpcjobs.sweep.poll import poll_status
+    from hpcjobs.sweep.submitter import SweepSubmitter
 
     folder = find_sweep(name, root)
     base = prepared_from_ledger(folder, force=force)

@@ -7,9 +7,9 @@ Its parts:
 - :mod:`hpcjobs.sweep.ledger`: :class:`Ledger` (SQLite, one transaction per state change) and
   :class:`SubmitterLock`.
 - the modules here: preparing a sweep (``prepare``, ``chunks``, ``chunk_files``, ``pack``), submitting
-  and polling it (``submitter``, ``lookup``, ``retire``, ``pipeline``, ``local``), finding it again
-  (``identity``, ``listing``, ``logs``), single jobs (``singles``, ``singles_read``), results
-  (``results``) and the public calls (``api``).
+  and polling it (``submitter``, ``poll``, ``lookup``, ``retire``, ``pipeline``, ``local``,
+  ``local_procs``), finding it again (``identity``, ``find``, ``listing``, ``logs``, ``log_files``),
+  single jobs (``singles``, ``singles_read``), results (``results``) and the public calls (``api``).
 
 The ``sweep:`` section's pydantic models (:class:`SweepSpec`, :func:`env_name`, ...) are configuration:
 :mod:`hpcjobs.config.sweep`, re-exported here. Names are imported lazily, so
@@ -22,10 +22,12 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    **dict.fromkeys(("SweepSpec", "RandomParam", "RandomSweep", "WandbParam", "Filter", "FilterError", "compile_filter",
-                     "env_name", "env_names", "parse_sweep"), "hpcjobs.config.sweep"),
-    **dict.fromkeys(("Point", "expand", "parse_overrides", "point_env_file_text", "canonical_json", "point_id",
-                     "env_value"), "hpcjobs.sweep.points.expand"),
+    **dict.fromkeys(("SweepSpec", "RandomParam", "RandomSweep", "WandbParam", "env_name", "env_names", "parse_sweep"),
+                    "hpcjobs.config.sweep"),
+    **dict.fromkeys(("Filter", "FilterError", "compile_filter"), "hpcjobs.config.sweep_filter"),
+    "expand": "hpcjobs.sweep.points.expand", "parse_overrides": "hpcjobs.sweep.points.overrides",
+    **dict.fromkeys(("Point", "point_env_file_text", "canonical_json", "point_id", "env_value"),
+                    "hpcjobs.sweep.points.point"),
     **dict.fromkeys(("Ledger", "SweepMeta", "PointRecord", "Submission", "SubmitterLock", "new_token",
                      "experiment_sha256"), "hpcjobs.sweep.ledger"),
 }

@@ -19,11 +19,13 @@ from hpcjobs import states
 from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError
 from hpcjobs.schedulers.client import SchedulerClient, client_for
 from hpcjobs.schedulers.registry import capabilities_of
-from hpcjobs.sweep.identity import find_sweep, ledger_digest, settle_identity
+from hpcjobs.sweep.find import find_sweep
+from hpcjobs.sweep.identity import ledger_digest, settle_identity
 from hpcjobs.sweep.ledger.store import Ledger, PointRecord
 from hpcjobs.sweep.listing import SweepListing, SweepSummary, list_sweeps
+from hpcjobs.sweep.poll import poll_status
 from hpcjobs.sweep.prepare import PreparedSweep, prepare_sweep
-from hpcjobs.sweep.submitter import SubmitReport, SweepSubmitter, open_ledger, poll_status, submitted_job_ids
+from hpcjobs.sweep.submitter import SubmitReport, SweepSubmitter, open_ledger, submitted_job_ids
 from hpcjobs.units import format_walltime_slurm
 
 log = logging.getLogger("hpcjobs.sweep")

@@ -28,7 +28,7 @@ def env_file_text(sweep_id: str, arms: Iterable[Sequence[str]]) -> str:
 
     Args:
         sweep_id: The sweep (named in the header comment).
-        arms: Each array index's lines, in index order (:func:`hpcjobs.sweep.points.expand.point_env_lines`:
+        arms: Each array index's lines, in index order (:func:`hpcjobs.sweep.points.point.point_env_lines`:
             single lines of printable ASCII, so any value arrives as exactly its bytes).
     """
     return _file_text(sweep_id, ("".join(f"    {ln}\n" for ln in lines) for lines in arms))
@@ -49,7 +49,7 @@ def _bodies(points: Any, wanted: Mapping[str, int]) -> Iterator[tuple[str, str]]
     if hasattr(points, "env_bodies"):
         yield from points.env_bodies(wanted)
         return
-    from hpcjobs.sweep.points.expand import point_env_lines
+    from hpcjobs.sweep.points.point import point_env_lines
 
     for p in points:
         if p.point_id in wanted:

@@ -37,7 +37,8 @@ from hpcjobs.states import JobTag
 from hpcjobs.sweep.chunks import chunk_capacity, plan_chunks
 from hpcjobs.sweep.identity import sweep_root
 from hpcjobs.sweep.ledger.store import Ledger, SweepMeta, experiment_sha256, new_token
-from hpcjobs.sweep.points.expand import Point, expand
+from hpcjobs.sweep.points.expand import expand
+from hpcjobs.sweep.points.point import Point
 from hpcjobs.units import is_ascii_digits
 
 

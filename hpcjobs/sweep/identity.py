@@ -1,4 +1,4 @@
-"""A sweep's identity: its id, the folder of sweep folders, and finding a sweep by id, name or prefix.
+"""A sweep's identity: its id and the folder of sweep folders (:mod:`hpcjobs.sweep.find` finds one).
 
 **The id** is ``<name>-<8 hex>``, the hex being a SHA-256 of what the sweep *means*: the validated
 experiment (``--set`` applied) dumped as canonical JSON (sorted keys, every default filled in), the
@@ -137,7 +137,7 @@ def _canonical_sweep_args(sweep_args: Sequence[str]) -> Any:
     """The parsed command-line grid (order of keys kept: it orders the points)."""
     if not sweep_args:
         return []
-    from hpcjobs.sweep.points.expand import parse_overrides
+    from hpcjobs.sweep.points.overrides import parse_overrides
 
     return [[k, [[type(v).__name__, v] for v in vs]] for k, vs in parse_overrides(sweep_args).items()]
 
@@ -250,64 +250,6 @@ def settle_identity(prepared: PreparedSweep, *, overrides: Sequence[str] = (), s
         file=str(prepared.experiment_path), key="name", choices=tuple(same_name)))
 
 
-# ------------------------------------------------------------------------------------- finding a sweep
-
-
-def find_sweep(name: str | Path, root: str | Path | None = None) -> Path:
-    """The folder of a sweep given by folder path, full id, experiment name, or a unique prefix of an id;
-    or of a single job (``hpcjobs submit``) given by its job id, request id or name.
-
-    An exact id beats a name, a sweep's name beats a single job's id (then request id, then name),
-    and all of them beat a prefix: with ``big-1a2b3c4d`` and ``bigger-5e6f7a8b`` under the root,
-    ``big`` is the first (:func:`hpcjobs.sweep.singles_read.find_single` for single jobs). A prefix
-    needs :data:`hpcjobs.ids.MIN_PREFIX` characters; an empty or blank ``name`` names nothing (not
-    the current folder, which ``Path('')`` is).
-
-    Raises:
-        IdArgumentError: ``name`` is empty or blank, or a prefix too short or ambiguous (with the candidates).
-        ConfigError: No such sweep or job (saying where it looked), or an ambiguous name (with the candidates).
-    """
-    from hpcjobs.ids import check_id_argument, match_prefix
-    from hpcjobs.sweep.singles_read import find_single
-
-    if not isinstance(name, Path):
-        check_id_argument(name, what="sweep")
-    p = Path(name)
-    if _is_sweep_folder(p):
-        return p.resolve()
-    where = find_sweep_root(root)
-    base = where.path
-    candidates = sweep_folders(base)
-    text = str(name)
-    for rule in (lambda c: c == text, lambda c: name_of(c) == text):
-        matches = [c for c in candidates if rule(c)]
-        if len(matches) == 1:
-            return base / matches[0]
-        if matches:
-            raise ConfigError(ConfigProblem(f"ambiguous sweep {text!r} in {base}: give one of the ids",
-                                            key="sweep", choices=tuple(matches)))
-    single = find_single(text, base)  # between a sweep's exact name and a prefix: a single job
-    if single is not None:
-        return single
-    prefixed = match_prefix(text, candidates, what="sweep", key="sweep", where=f" in {base}")
-    if prefixed is not None:
-        return base / prefixed
-    from hpcjobs.sweep.singles_read import sweep_job_hint
-
-    hint = sweep_job_hint(text, base)
-    raise ConfigError(ConfigProblem(f"no sweep {text!r} in {where.describe()}, and no job of `hpcjobs submit` "
-                                    "with that id or name" + (f"; {hint}" if hint else ""), key="sweep",
-                                    choices=tuple(candidates)))
-
-
-def _is_sweep_folder(path: Path) -> bool:
-    """Whether ``path`` holds a sweep ledger (``False`` for a name the file system cannot even look up)."""
-    try:
-        return (path / _LEDGER).is_file()
-    except (OSError, ValueError):  # too long, or a NUL byte
-        return False
-
-
-__all__ = ["DEFAULT_SWEEP_ROOT", "IDENTITY_SCHEME", "SweepRoot", "experiment_digest", "find_sweep",
+__all__ = ["DEFAULT_SWEEP_ROOT", "IDENTITY_SCHEME", "SweepRoot", "experiment_digest",
            "find_sweep_root", "ledger_digest", "legacy_sweep_id", "make_sweep_id", "name_of", "settle_identity",
            "sweep_folders", "sweep_root"]

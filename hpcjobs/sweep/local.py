@@ -30,36 +30,32 @@ How a point runs, and why a crash of the runner at any moment is harmless:
 - ``hpcjobs cancel`` writes ``local/<token>.cancel`` (a live runner stops starting points of that
   run), signals the recorded process groups, waits for them, and records the points.
 
-The files live in ``<sweep folder>/local/``.
+The files live in ``<sweep folder>/local/`` (:class:`hpcjobs.sweep.local_procs.LocalFiles`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
 import os
-import re
 import secrets
 import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
 from hpcjobs import states
-from hpcjobs.errors import HpcJobsError, LedgerError, UnsafePathError
-from hpcjobs.output import atomic_write_text
+from hpcjobs.errors import HpcJobsError, LedgerError
 from hpcjobs.process import start_process
-from hpcjobs.safe_files import open_own_file, read_regular, real_folders
+from hpcjobs.safe_files import open_own_file
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.sweep.chunks import Chunk
 from hpcjobs.sweep.ledger.store import Ledger, PointRecord, SubmitterLock, new_token
-from hpcjobs.sweep.local_procs import PROC_SECRET_VAR, ProcRecord, boot_id, process_start_time
+from hpcjobs.sweep.local_procs import PROC_SECRET_VAR, LocalFiles, ProcRecord, boot_id, process_start_time
 from hpcjobs.sweep.points.shapes import chunk_job, group_by_shape
 from hpcjobs.sweep.prepare import PreparedSweep, render_chunk_script, write_chunk_file
 from hpcjobs.sweep.submitter import SubmitReport
@@ -71,7 +67,6 @@ INTERRUPTED = "interrupted"
 #: Seconds a stopping runner (or ``cancel``) waits after SIGTERM before it sends SIGKILL.
 STOP_GRACE_S = 10.0
 _POLL_S = 0.05
-_LOCK_FD_MIN = 100  # the point's lock descriptor sits above the 0-9 that scripts use with `exec N>`
 
 #: Runs one point: ``bash -c POINT_WRAPPER hpcjobs-point SCRIPT EXIT_FILE``, as the leader of its own process
 #: group. SIGTERM/SIGINT/SIGHUP to it (the runner's death, a stop) create ``EXIT_FILE.stop`` and go on to the whole
@@ -95,9 +90,6 @@ wait
 exit "$rc"
 """
 
-_EXIT_RE = re.compile(r"(\d{1,3}) (done|terminated)\n")
-#: Most bytes of a process record or an exit file read (each is one short line).
-_RECORD_MAX_BYTES = 4096
 
 
 class RunnerInterrupted(HpcJobsError):
@@ -108,104 +100,6 @@ class RunnerInterrupted(HpcJobsError):
         super().__init__(f"local runner stopped by {signal.Signals(signum).name}; its running points were stopped "
                          f"and, with those not started, will run when the same command runs again (hpcjobs cancel "
                          f"{sweep_id} cancels them instead)")
-
-
-# ----------------------------------------------------------------------------------------- files
-
-
-class LocalFiles:
-    """The ``local/`` folder of a sweep: point locks, process records, exit files, cancel markers."""
-
-    def __init__(self, sweep_dir: Path) -> None:
-        self.sweep_dir = Path(sweep_dir)
-        self.dir = self.sweep_dir / "local"
-
-    def _made(self) -> None:
-        """Make ``local/`` (a link or a file there is refused: nothing is written through it)."""
-        real_folders(self.dir, self.sweep_dir)
-
-    def lock(self, point_id: str) -> Path:
-        """The point's lock, held by every process of a running point."""
-        return self.dir / f"{point_id}.lock"
-
-    def proc(self, token: str, index: int) -> Path:
-        """The process record of one task of run ``token``."""
-        return self.dir / f"{token}.{index}.proc"
-
-    def exit(self, token: str, index: int) -> Path:
-        """The exit file the task's wrapper writes when it ends."""
-        return self.dir / f"{token}.{index}.exit"
-
-    def cancel_marker(self, token: str) -> Path:
-        """Present when ``hpcjobs cancel`` cancelled run ``token``."""
-        return self.dir / f"{token}.cancel"
-
-    @contextlib.contextmanager
-    def control(self) -> Iterator[None]:
-        """Exclusive section: starting a point vs. writing a cancel marker and reading process records."""
-        self._made()
-        fd = open_own_file(self.dir / "control.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
-
-    def lock_held(self, point_id: str) -> bool:
-        """True while some process of the point is alive (it holds the point's lock)."""
-        try:
-            fd = open_own_file(self.lock(point_id), os.O_RDWR)
-        except (FileNotFoundError, UnsafePathError):
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
-        return False
-
-    def take_lock(self, point_id: str) -> int | None:
-        """Lock the point for a new run; the descriptor (above 99) is for the child. None: a run is alive."""
-        self._made()
-        fd = open_own_file(self.lock(point_id), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _LOCK_FD_MIN)
-        except BlockingIOError:
-            return None
-        finally:
-            os.close(fd)
-
-    def write_proc(self, token: str, index: int, record: ProcRecord) -> None:
-        """Record a started task (temporary file and rename: readers never see half a record)."""
-        atomic_write_text(self.proc(token, index), json.dumps({
-            "pid": record.pid, "start_time": record.start_time, "point_id": record.point_id,
-            "boot_id": record.boot, "secret": record.secret}) + "\n", below=self.sweep_dir)
-
-    def read_proc(self, token: str, index: int) -> ProcRecord | None:
-        """The recorded process of a task, or None."""
-        try:
-            d = json.loads(read_regular(self.proc(token, index), _RECORD_MAX_BYTES))
-            boot, secret = d.get("boot_id"), d.get("secret")
-            return ProcRecord(int(d["pid"]), int(d["start_time"]), str(d["point_id"]),
-                              boot if isinstance(boot, str) else None, secret if isinstance(secret, str) else None)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, UnsafePathError):
-            return None
-
-    def cancel(self, token: str) -> None:
-        """Write the cancel marker of run ``token`` (never through a link)."""
-        self._made()
-        os.close(open_own_file(self.cancel_marker(token), os.O_WRONLY | os.O_CREAT, 0o600))
-
-    def read_exit(self, token: str, index: int) -> tuple[int, bool] | None:
-        """``(exit status, terminated by a signal)`` from the task's exit file; None when absent or incomplete."""
-        try:
-            text = read_regular(self.exit(token, index), _RECORD_MAX_BYTES).decode("ascii", errors="replace")
-        except (OSError, UnsafePathError):
-            return None
-        m = _EXIT_RE.fullmatch(text)
-        return (int(m.group(1)), m.group(2) == "terminated") if m else None
 
 
 def _log_file(path: str) -> IO[bytes]:

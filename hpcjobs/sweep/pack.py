@@ -36,12 +36,11 @@ from hpcjobs.resolve import ResolvedJob
 from hpcjobs.schedulers.base import ArraySpec
 
 if TYPE_CHECKING:
-    from hpcjobs.render.script import RenderedScript
     from hpcjobs.sweep.ledger.store import Ledger
     from hpcjobs.sweep.prepare import PreparedSweep
 
 __all__ = ["EXIT_FILE_PREFIX", "active_pack", "chunk_pack_plan", "exit_files", "pack_size",
-           "packed_array_job", "packed_tokens", "point_outcome", "read_exit", "refine_packed", "render_packed",
+           "packed_array_job", "packed_tokens", "point_outcome", "read_exit", "refine_packed",
            "tasks_for"]
 
 #: Point states an exit file can correct (a point that has not started has none).
@@ -183,30 +182,3 @@ def exit_files(run_dir: Path) -> list[str]:
         return sorted(n for n in os.listdir(run_dir) if n.startswith(EXIT_FILE_PREFIX))
     except OSError:
         return []
-
-
-def render_packed(path: str | Path, *, site: str | None = None, overrides: Sequence[str] = (),
-                  template_dirs: tuple[str, ...] = (), root: str | Path | None = None) -> RenderedScript | None:
-    """The packed array script of the first chunk of a packed experiment's sweep (``hpcjobs render``).
-
-    Returns ``None`` when the experiment has no ``pack:`` (or its site runs points unpacked): render it
-    as a single job. Nothing is written and the scheduler is not asked. ``root``: the folder of sweep
-    folders (default: where ``hpcjobs sweep`` would put it).
-
-    Raises:
-        ConfigError: Anything wrong with the experiment, its sweep or the site.
-    """
-    from hpcjobs.config.loading import load_experiment
-    from hpcjobs.render.script import render_job
-    from hpcjobs.sweep.prepare import array_job_for_chunk, prepare_sweep
-
-    experiment, _doc = load_experiment(path, overrides)
-    if experiment.pack is None:
-        return None
-    prepared = prepare_sweep(path, site=site, overrides=overrides, root=root)
-    if active_pack(prepared) is None:
-        return None
-    size = len(prepared.points)
-    job = array_job_for_chunk(prepared, 0, size, prepared.site.limits.array_throttle)
-    plan = chunk_pack_plan(prepared, 0, "0" * 16, job)
-    return render_job(job, template=experiment.template, template_dirs=template_dirs, pack=plan)

@@ -6,7 +6,7 @@ files relative to the current folder), and by what the ledger recorded for the s
 the command again, or ``hpcjobs resubmit``, keeps them). Each reference is resolved to its ledger
 (:func:`find_upstream`: an experiment file through its sweep id, :mod:`hpcjobs.sweep.identity`, else the
 newest sweep or job planned from that file; a sweep id or name, or a job of ``hpcjobs submit``, through
-:func:`hpcjobs.sweep.identity.find_sweep`; a bare scheduler job id as itself), the upstream's state is
+:func:`hpcjobs.sweep.find.find_sweep`; a bare scheduler job id as itself), the upstream's state is
 polled once (one batched status call), and the jobs still running become the submission's dependency
 (:class:`hpcjobs.schedulers.base.JobDependency`: ``sbatch --dependency=afterok:ID:ID``, ``qsub -W
 depend=afterok:ID``; an array id covers all its tasks). An upstream that has ended already is decided
@@ -172,7 +172,7 @@ def find_upstream(spec: UpstreamSpec, root: str | Path | None = None, site: str 
         ConfigError: No such sweep, job or file's sweep (with the hint to submit the upstream first), or an
             ambiguous name.
     """
-    from hpcjobs.sweep.identity import find_sweep
+    from hpcjobs.sweep.find import find_sweep
 
     ref = spec.ref
     for given in (spec.folder, ref):
@@ -260,7 +260,7 @@ def resolve_upstreams(specs: Sequence[UpstreamSpec], *, scheduler: str, root: st
         ConfigError: An upstream not found or not yet submitted, on another scheduler, failed (``ok``), or
             still running while the site cannot wait for it.
     """
-    from hpcjobs.sweep.submitter import poll_status
+    from hpcjobs.sweep.poll import poll_status
 
     out: list[ResolvedUpstream] = []
     for spec in specs:

@@ -21,6 +21,8 @@ login node's shared filesystem, thousands of fsynced files would take minutes.
 The points are not held: :attr:`PreparedSweep.points` is a :class:`hpcjobs.sweep.points.stream.SweepPoints`
 that expands them again whenever they are read (the ledger's rows, the chunk files), so a sweep of a
 million points costs the memory of one chunk.
+
+:func:`render_packed` is ``hpcjobs render`` of a packed experiment: the array script of its first chunk.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from hpcjobs.config.loading import load_experiment
 from hpcjobs.config.site import SiteConfig
 from hpcjobs.config.yamlio import read_text_file
 from hpcjobs.output import atomic_write_text
-from hpcjobs.render.script import load_site_for, render_job
+from hpcjobs.render.script import RenderedScript, load_site_for, render_job
 from hpcjobs.render.shellvalue import shell_word
 from hpcjobs.resolve import ResolvedJob, resolve
 from hpcjobs.schedulers.base import ArraySpec
@@ -43,7 +45,8 @@ from hpcjobs.sweep.chunk_files import env_file_text, write_chunk_files
 from hpcjobs.sweep.chunks import Chunk
 from hpcjobs.sweep.identity import DEFAULT_SWEEP_ROOT, make_sweep_id, sweep_root  # noqa: F401 (re-exported)
 from hpcjobs.sweep.logs import run_folder_lines
-from hpcjobs.sweep.points.expand import Point, point_env_lines
+from hpcjobs.sweep.pack import active_pack, chunk_pack_plan, packed_array_job
+from hpcjobs.sweep.points.point import Point, point_env_lines
 from hpcjobs.sweep.points.shapes import JobShape, job_shapes
 from hpcjobs.sweep.points.stream import sweep_points
 
@@ -125,7 +128,7 @@ def prepare_sweep(
 def chunk_env_text(prepared: PreparedSweep, point_ids: Sequence[str]) -> str:
     """The ``chunks/<n>.env`` file: a bash ``case`` on the array index exporting that point's parameters.
 
-    Each arm is built from :func:`hpcjobs.sweep.points.expand.point_env_lines`, whose lines are single
+    Each arm is built from :func:`hpcjobs.sweep.points.point.point_env_lines`, whose lines are single
     lines of printable ASCII (values encoded by :func:`hpcjobs.render.shellvalue.shell_word`):
     any value, line breaks and ``#`` included, arrives as exactly its bytes
     (:func:`hpcjobs.sweep.chunk_files.env_file_text`).
@@ -159,8 +162,6 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
     ``params.json``: one script serves every point, and a parameter value never becomes shell code.
     """
     base = job or prepared.job
-    from hpcjobs.sweep.pack import active_pack, packed_array_job
-
     if active_pack(prepared) is not None:  # several points per task
         return packed_array_job(prepared, chunk, size, throttle, base, _chunk_logs(prepared, chunk, base))
     index_var = job_env_of(prepared.site.scheduler).array_index_var
@@ -188,8 +189,6 @@ def chunk_script_text(prepared: PreparedSweep, chunk: int, size: int, throttle: 
     """The array script of one submission attempt of chunk ``chunk`` (``size`` points; packed when the
     experiment says ``pack:``, see :mod:`hpcjobs.sweep.pack`)."""
     array_job = array_job_for_chunk(prepared, chunk, size, throttle, job)
-    from hpcjobs.sweep.pack import chunk_pack_plan
-
     plan = chunk_pack_plan(prepared, chunk, token, array_job)
     return render_job(array_job, template=prepared.experiment.template, pack=plan).text
 
@@ -200,3 +199,26 @@ def render_chunk_script(prepared: PreparedSweep, chunk: int, size: int, throttle
     text = chunk_script_text(prepared, chunk, size, throttle, token, job)
     return atomic_write_text(prepared.folder / "scripts" / f"{chunk}.{token}.sh", text, mode=0o700,
                              below=prepared.folder)
+
+
+def render_packed(path: str | Path, *, site: str | None = None, overrides: Sequence[str] = (),
+                  template_dirs: tuple[str, ...] = (), root: str | Path | None = None) -> RenderedScript | None:
+    """The packed array script of the first chunk of a packed experiment's sweep (``hpcjobs render``).
+
+    Returns ``None`` when the experiment has no ``pack:`` (or its site runs points unpacked): render it
+    as a single job. Nothing is written and the scheduler is not asked. ``root``: the folder of sweep
+    folders (default: where ``hpcjobs sweep`` would put it).
+
+    Raises:
+        ConfigError: Anything wrong with the experiment, its sweep or the site.
+    """
+    experiment, _doc = load_experiment(path, overrides)
+    if experiment.pack is None:
+        return None
+    prepared = prepare_sweep(path, site=site, overrides=overrides, root=root)
+    if active_pack(prepared) is None:
+        return None
+    size = len(prepared.points)
+    job = array_job_for_chunk(prepared, 0, size, prepared.site.limits.array_throttle)
+    plan = chunk_pack_plan(prepared, 0, "0" * 16, job)
+    return render_job(job, template=experiment.template, template_dirs=template_dirs, pack=plan)

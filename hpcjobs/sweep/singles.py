@@ -55,6 +55,7 @@ from hpcjobs.schedulers.base import JobDependency, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient, client_for
 from hpcjobs.schedulers.registry import capabilities_of
 from hpcjobs.states import JobTag, new_token
+from hpcjobs.submit import Submission, default_log_files
 from hpcjobs.sweep.identity import IDENTITY_SCHEME, experiment_digest, sweep_folders
 from hpcjobs.sweep.ledger.store import LEDGER_FILE, Ledger, SweepMeta
 from hpcjobs.sweep.lookup import await_tokens
@@ -64,7 +65,6 @@ if TYPE_CHECKING:
     from hpcjobs.config.experiment import Experiment
     from hpcjobs.config.site import SiteConfig
     from hpcjobs.render.script import RenderedScript
-    from hpcjobs.submit import Submission
     from hpcjobs.sweep.prepare import PreparedSweep
 
 log = logging.getLogger("hpcjobs.sweep")
@@ -134,7 +134,6 @@ def prepare_single(path: str | Path, *, site: str | None = None, overrides: Sequ
     from hpcjobs.config.loading import load_experiment
     from hpcjobs.render.script import load_site_for, render_job
     from hpcjobs.resolve import resolve
-    from hpcjobs.submit import default_log_files
 
     experiment_path = Path(path).resolve()
     experiment, doc = load_experiment(experiment_path, tuple(overrides))
@@ -248,7 +247,8 @@ def _submit_request(request: SingleRequest, ledger: Ledger, client: SchedulerCli
     Returns:
         The job, and how many points were reset (0 or 1).
     """
-    from hpcjobs.sweep.submitter import SweepSubmitter, poll_status
+    from hpcjobs.sweep.poll import poll_status
+    from hpcjobs.sweep.submitter import SweepSubmitter
 
     retry = _retry_policy(lookup_s)
     who = user or getpass.getuser()
@@ -381,7 +381,6 @@ def _accept(ledger: Ledger, client: SchedulerClient, token: str, jobs: list[str]
 
 
 def _as_submission(job: SingleJob, *, new: bool, recovered: bool) -> Submission:
-    from hpcjobs.submit import Submission
 
     if job.job_id is None:  # cancelled before it was ever submitted
         raise SubmitError(f"job {job.name} ({job.request_id}) was cancelled before it was submitted; "

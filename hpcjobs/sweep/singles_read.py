@@ -172,7 +172,7 @@ def settle_exit_code(folder: str | Path, client: SchedulerClient | None = None) 
     """
     from hpcjobs import states
     from hpcjobs.errors import HpcJobsError
-    from hpcjobs.sweep.submitter import poll_status
+    from hpcjobs.sweep.poll import poll_status
 
     d = Path(folder)
     with Ledger.open(d, allow_read_only=True) as ledger:

@@ -24,7 +24,6 @@ pending, else cancelled and recorded as strays (:meth:`SweepSubmitter.cancel_str
 from __future__ import annotations
 
 import getpass
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -33,17 +32,16 @@ from dataclasses import dataclass, field
 from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, SubmitError, reading_output_of
 from hpcjobs.resolve import ResolvedJob
 from hpcjobs.schedulers import limits_cache
-from hpcjobs.schedulers.base import ClusterLimits, JobDependency, SubmitOptions, job_key_of, same_job_of
+from hpcjobs.schedulers.base import ClusterLimits, JobDependency, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
-from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.states import JobTag, made_for
 from hpcjobs.sweep.chunk_files import write_chunk_files
 from hpcjobs.sweep.chunks import Chunk, chunk_capacity, is_queue_full, is_transient, plan_chunks, room_in_queue
 from hpcjobs.sweep.identity import IDENTITY_SCHEME, experiment_digest, ledger_digest
 from hpcjobs.sweep.ledger.store import SUB_FAILED, Ledger, SweepMeta, new_token
-from hpcjobs.sweep.lookup import TagLookup, await_tokens, default_lookup_seconds, numeric_job_order, settle_unseen
+from hpcjobs.sweep.lookup import TagLookup, await_tokens, default_lookup_seconds, numeric_job_order
 from hpcjobs.sweep.lookup import tagged_jobs as _tagged_jobs_query
-from hpcjobs.sweep.pack import active_pack, pack_size, packed_tokens, refine_packed, tasks_for
+from hpcjobs.sweep.pack import active_pack, pack_size, tasks_for
 from hpcjobs.sweep.points.shapes import chunk_job, group_by_shape
 from hpcjobs.sweep.prepare import PreparedSweep, chunk_script_text, render_chunk_script
 
@@ -532,54 +530,3 @@ class SweepSubmitter:
 def submitted_job_ids(ledger: Ledger) -> list[str]:
     """The scheduler ids of every submission the ledger accepted (array ids for chunks)."""
     return [s.job_id for s in ledger.submissions(with_points=False) if s.job_id and s.state == "submitted"]
-
-
-def poll_status(ledger: Ledger, client: SchedulerClient, *, active_only: bool = True) -> int:
-    """One batched status call for the sweep's jobs, applied to the ledger.
-
-    Only the accepted submissions that still have unfinished points are asked about (``active_only``),
-    the answer is read by column (:meth:`hpcjobs.schedulers.client.SchedulerClient.status_table`) and
-    only the points whose record changed are written (:meth:`hpcjobs.sweep.ledger.store.Ledger.apply_status`);
-    an answer identical to the last one applied, to the same ids of an unchanged ledger, is recognised
-    by its SHA-256 and not read again (:meth:`hpcjobs.sweep.ledger.store.Ledger.poll_memo`).
-    Job ids the scheduler keeps not knowing are given a grace period, then looked up by tag and,
-    when no job carries their token, marked lost so that their points can go again
-    (:func:`hpcjobs.sweep.lookup.settle_unseen`).
-
-    Returns:
-        How many points changed.
-    """
-    if active_only:
-        subs = ledger.live_submissions()
-    else:
-        subs = [s for s in ledger.submissions(with_points=False) if s.job_id and s.state == "submitted"]
-    ids = [s.job_id for s in subs if s.job_id]
-    if not ids:
-        _retire(ledger, client)
-        return 0
-    key, same = job_key_of(client.backend), same_job_of(client.backend)
-    asked = hashlib.sha256("\n".join(sorted(ids)).encode("utf-8")).hexdigest()
-
-    def reuse(answer: str) -> StatusTable | None:  # the answer applied last, to this same ledger: nothing to read
-        return StatusTable.recognised(answer, ids) if ledger.poll_memo(answer, asked) else None
-
-    table = client.status_table(ids, reuse=reuse)
-    complete = all(table.covers(j, same) for j in ids)
-    changed = ledger.apply_status(table, job_key=key, asked_sha256=asked if complete else None)
-    changed += refine_packed(ledger, ledger.path.parent, packed_tokens(ledger, subs))
-    lost = settle_unseen(ledger, client, subs, table)
-    if changed:
-        _retire(ledger, client)
-    return changed + sum(len(ledger.submission(t).point_ids) for t in lost)
-
-
-def _retire(ledger: Ledger, client: SchedulerClient) -> None:
-    """Remove jobs the scheduler keeps after they finished (Swarm), once the ledger recorded their points."""
-    if not client.backend.capabilities.retire:
-        return
-    from hpcjobs.sweep.retire import retire_finished
-
-    try:
-        retire_finished(ledger, client)
-    except HpcJobsError as exc:  # the poll itself succeeded: a later one tries again
-        log.warning("could not remove finished jobs: %s", exc)

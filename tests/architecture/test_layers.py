@@ -29,26 +29,13 @@ from architecture.imports import (
 )
 
 #: (importer, imported) pairs that still go up a layer.
-UPWARD: frozenset[tuple[str, str]] = frozenset({
-    ("hpcjobs.sweep.results", "hpcjobs.accounting.schema"),
-    ("hpcjobs.sweep.results", "hpcjobs.analysis"),
-})
+UPWARD: frozenset[tuple[str, str]] = frozenset()
 
 #: Circles of modules that still import each other (function-level imports included), as sorted tuples.
-CYCLES: frozenset[tuple[str, ...]] = frozenset({
-    ("hpcjobs.analysis", "hpcjobs.sweep.results"),
-    ("hpcjobs.config.sweep", "hpcjobs.config.sweep_size"),
-    ("hpcjobs.submit", "hpcjobs.sweep.singles"),
-    ("hpcjobs.sweep.api", "hpcjobs.sweep.identity", "hpcjobs.sweep.listing", "hpcjobs.sweep.local",
-     "hpcjobs.sweep.logs", "hpcjobs.sweep.pack", "hpcjobs.sweep.pipeline", "hpcjobs.sweep.prepare",
-     "hpcjobs.sweep.singles_read", "hpcjobs.sweep.submitter"),
-    ("hpcjobs.sweep.points.expand", "hpcjobs.sweep.points.stream", "hpcjobs.sweep.points.values"),
-})
+CYCLES: frozenset[tuple[str, ...]] = frozenset()
 
 #: (importer, module, name) of private names still imported from another package.
-PRIVATE: frozenset[tuple[str, str, str]] = frozenset({
-    ("hpcjobs.plan.rightsize", "hpcjobs.accounting.reports.advise", "_mode"),
-})
+PRIVATE: frozenset[tuple[str, str, str]] = frozenset()
 
 
 def _upward_pairs(imports: list[Import]) -> set[tuple[str, str]]:

@@ -19,8 +19,9 @@ from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.sweep.ledger.store import Ledger
 from hpcjobs.sweep.lookup import LOOKUP_ENV
+from hpcjobs.sweep.poll import poll_status
 from hpcjobs.sweep.prepare import prepare_sweep
-from hpcjobs.sweep.submitter import RetryPolicy, SweepSubmitter, open_ledger, poll_status
+from hpcjobs.sweep.submitter import RetryPolicy, SweepSubmitter, open_ledger
 from tests.hostile._lying_helpers import LyingSlurm, experiment
 
 ROOT = Path(__file__).resolve().parents[2]

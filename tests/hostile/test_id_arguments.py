@@ -1,7 +1,7 @@
 """An empty, blank or short id never stands for everything: ``hpcjobs cancel ''`` cancelled the only sweep.
 
 The rule lives in :mod:`hpcjobs.ids` (:func:`check_id_argument`, :func:`match_prefix`); every lookup of a
-sweep, job or point that a person types goes through it: :func:`hpcjobs.sweep.identity.find_sweep`,
+sweep, job or point that a person types goes through it: :func:`hpcjobs.sweep.find.find_sweep`,
 :func:`hpcjobs.sweep.singles_read.find_single`, ``report --sweep``
 (:func:`hpcjobs.accounting.report_source.resolve_sweep_name`) and the point of ``logs``.
 """
@@ -21,9 +21,10 @@ from hpcjobs.accounting.report_source import resolve_sweep_name
 from hpcjobs.cli import main
 from hpcjobs.errors import ConfigError, IdArgumentError
 from hpcjobs.ids import MIN_PREFIX, check_id_argument, is_blank, match_prefix
-from hpcjobs.sweep.identity import find_sweep, name_of
+from hpcjobs.sweep.find import find_sweep
+from hpcjobs.sweep.identity import name_of
 from hpcjobs.sweep.ledger.store import Ledger
-from hpcjobs.sweep.logs import sweep_logs
+from hpcjobs.sweep.log_files import sweep_logs
 from hpcjobs.sweep.prepare import prepare_sweep
 from hpcjobs.sweep.singles_read import find_single
 from hpcjobs.sweep.submitter import open_ledger

@@ -22,7 +22,8 @@ from hpcjobs import states
 from hpcjobs.errors import LedgerError
 from hpcjobs.sweep.api import run_sweep
 from hpcjobs.sweep.ledger.store import Ledger
-from hpcjobs.sweep.local import RUNNER_DIED, LocalFiles, ProcRecord, process_start_time
+from hpcjobs.sweep.local import RUNNER_DIED
+from hpcjobs.sweep.local_procs import LocalFiles, ProcRecord, process_start_time
 from tests.hostile._local_helpers import (
     kill_sweep_processes,
     ledger_view,

@@ -26,8 +26,9 @@ from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.sweep.api import run_sweep, sweep_status
 from hpcjobs.sweep.ledger.store import LEDGER_FILE, Ledger
 from hpcjobs.sweep.lookup import LOOKUP_ENV, default_lookup_seconds
+from hpcjobs.sweep.poll import poll_status
 from hpcjobs.sweep.prepare import prepare_sweep
-from hpcjobs.sweep.submitter import RetryPolicy, SweepSubmitter, open_ledger, poll_status
+from hpcjobs.sweep.submitter import RetryPolicy, SweepSubmitter, open_ledger
 from tests.hostile._lying_helpers import LyingSlurm, experiment
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -35,7 +35,8 @@ from hpcjobs.errors import ConfigError
 from hpcjobs.render.script import render_job
 from hpcjobs.render.shellvalue import UnencodableValueError, decode_ansi_c, shell_word
 from hpcjobs.resolve import resolve
-from hpcjobs.sweep.points.expand import Point, canonical_json, parse_overrides, point_id
+from hpcjobs.sweep.points.overrides import parse_overrides
+from hpcjobs.sweep.points.point import Point, canonical_json, point_id
 from hpcjobs.sweep.prepare import chunk_env_text
 
 #: Characters some line splitter treats as a line break (Python's ``str.splitlines`` splits on all).

@@ -24,7 +24,7 @@ from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.sweep.api import cancel_sweep, run_sweep, sweep_status
 from hpcjobs.sweep.ledger.store import Ledger
 from hpcjobs.sweep.lookup import LOOKUP_ENV
-from hpcjobs.sweep.submitter import poll_status
+from hpcjobs.sweep.poll import poll_status
 from swarm.real import ROOT, SITE, remove_services, services_of, wait_for
 
 pytestmark = pytest.mark.swarm

@@ -16,15 +16,9 @@ from hypothesis import strategies as st
 
 from hpcjobs.config.sweep import SweepSpec
 from hpcjobs.errors import ConfigError
-from hpcjobs.sweep.points.expand import (
-    Point,
-    canonical_json,
-    env_value,
-    expand,
-    parse_overrides,
-    point_env_file_text,
-    point_id,
-)
+from hpcjobs.sweep.points.expand import expand
+from hpcjobs.sweep.points.overrides import parse_overrides
+from hpcjobs.sweep.points.point import Point, canonical_json, env_value, point_env_file_text, point_id
 
 ROOT = Path(__file__).resolve().parents[2]
 

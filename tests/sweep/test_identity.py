@@ -12,7 +12,8 @@ from helpers import invoke
 from hpcjobs.cli import main
 from hpcjobs.errors import ConfigError
 from hpcjobs.sweep.api import run_sweep
-from hpcjobs.sweep.identity import find_sweep, find_sweep_root, legacy_sweep_id, name_of
+from hpcjobs.sweep.find import find_sweep
+from hpcjobs.sweep.identity import find_sweep_root, legacy_sweep_id, name_of
 from hpcjobs.sweep.ledger.store import Ledger, SweepMeta, experiment_sha256
 from hpcjobs.sweep.prepare import prepare_sweep
 

@@ -26,7 +26,8 @@ from hpcjobs.sweep.ledger.store import (
     experiment_sha256,
     new_token,
 )
-from hpcjobs.sweep.points.expand import Point, expand
+from hpcjobs.sweep.points.expand import expand
+from hpcjobs.sweep.points.point import Point
 
 ROOT = Path(__file__).resolve().parents[2]
 META = SweepMeta("demo-1", "exp.yaml", experiment_sha256("name: demo\n"), "local", "slurm", {"chunk_size": 4})

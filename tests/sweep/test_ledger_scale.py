@@ -18,7 +18,8 @@ from hpcjobs.errors import LedgerError
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.schedulers.status_table import StatusTable, task_indices
 from hpcjobs.sweep.ledger.store import LEDGER_FILE, SCHEMA_VERSION, Ledger, SweepMeta, experiment_sha256, new_token
-from hpcjobs.sweep.points.expand import Point, expand
+from hpcjobs.sweep.points.expand import expand
+from hpcjobs.sweep.points.point import Point
 from hpcjobs.sweep.points.stream import sweep_points
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from hpcjobs.cli import main
-from hpcjobs.sweep.logs import follow, read_bounded, sweep_logs, tail_text
+from hpcjobs.sweep.log_files import sweep_logs
+from hpcjobs.sweep.logs import follow, read_bounded, tail_text
 
 EXPERIMENT = """\
 name: logtest

@@ -21,9 +21,10 @@ from hpcjobs.errors import ConfigError
 from hpcjobs.render.pack import exit_file_name
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.sweep.ledger.store import Ledger, SweepMeta, experiment_sha256
-from hpcjobs.sweep.pack import point_outcome, read_exit, refine_packed, render_packed, tasks_for
-from hpcjobs.sweep.points.expand import Point, expand
-from hpcjobs.sweep.prepare import chunk_script_text, prepare_sweep, write_chunk_file
+from hpcjobs.sweep.pack import point_outcome, read_exit, refine_packed, tasks_for
+from hpcjobs.sweep.points.expand import expand
+from hpcjobs.sweep.points.point import Point
+from hpcjobs.sweep.prepare import chunk_script_text, prepare_sweep, render_packed, write_chunk_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SITES = ROOT / "tests" / "sites"

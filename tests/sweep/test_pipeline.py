@@ -376,19 +376,19 @@ def test_version_1_ledger_upgrade_reads_no_upstreams_then_records(tmp_path: Path
 
 
 def test_single_job_after_a_sweep_and_a_sweep_after_the_job(tmp_path: Path, fake: FakeSlurm) -> None:
-    from hpcjobs.submit import submit_experiment
+    from hpcjobs.sweep.singles import submit_single
 
     _sweep(_exp(tmp_path, "prep", 2), tmp_path)                       # 100
     fake.running.add("100")
     job = tmp_path / "evaluate.yaml"
     job.write_text("name: evaluate\ncommand: 'true'\n")
-    sub = submit_experiment(job, site=SITE, root=tmp_path / "sweeps", client=_client(), after=("prep",))
+    sub = submit_single(job, site=SITE, root=tmp_path / "sweeps", client=_client(), after=("prep",))
     assert sub.job_id == "101" and "--dependency=afterok:100" in fake.sbatch()[-1]
     fake.running.add("101")
     _sweep(_exp(tmp_path, "report", 1), tmp_path, after=("101",))    # the job of hpcjobs submit, by its id
     assert "--dependency=afterok:101" in fake.sbatch()[-1]
     # the same request again: already submitted, nothing new, the record kept
-    again = submit_experiment(job, site=SITE, root=tmp_path / "sweeps", client=_client())
+    again = submit_single(job, site=SITE, root=tmp_path / "sweeps", client=_client())
     assert again.job_id == "101" and len(fake.sbatch()) == 3
 
 

@@ -18,8 +18,9 @@ from hpcjobs.plan import rightsize
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.sweep.ledger.store import Ledger
+from hpcjobs.sweep.poll import poll_status
 from hpcjobs.sweep.prepare import prepare_sweep
-from hpcjobs.sweep.submitter import RetryPolicy, SweepSubmitter, open_ledger, poll_status
+from hpcjobs.sweep.submitter import RetryPolicy, SweepSubmitter, open_ledger
 from tests.sweep.test_submitter import FakeSlurm
 
 SITE = str(Path(__file__).resolve().parent.parent / "sites" / "hpctest.yaml")

@@ -24,7 +24,7 @@ from hpcjobs.errors import CommandError, CommandTimeout, ConfigError, SubmitErro
 from hpcjobs.process import CommandResult
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
-from hpcjobs.sweep.identity import find_sweep
+from hpcjobs.sweep.find import find_sweep
 from hpcjobs.sweep.ledger.store import Ledger, SweepMeta
 from hpcjobs.sweep.singles import submit_single
 from hpcjobs.sweep.singles_read import (

@@ -11,7 +11,8 @@ from helpers import invoke
 
 from hpcjobs.config.sweep import parse_sweep
 from hpcjobs.errors import ConfigError
-from hpcjobs.sweep.points.expand import expand, point_env_lines
+from hpcjobs.sweep.points.expand import expand
+from hpcjobs.sweep.points.point import point_env_lines
 from hpcjobs.sweep.prepare import prepare_sweep
 
 EXPERIMENT = """\

@@ -8,14 +8,13 @@ import pytest
 from pydantic import ValidationError
 
 from hpcjobs.config.sweep import (
-    FilterError,
     SweepSpec,
-    compile_filter,
     env_name,
     env_names,
     flatten_wandb,
     parse_sweep,
 )
+from hpcjobs.config.sweep_filter import FilterError, compile_filter
 from hpcjobs.config.types import StrictModel
 from hpcjobs.config.validation import validate_document
 from hpcjobs.config.yamlio import parse_yaml

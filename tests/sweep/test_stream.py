@@ -14,7 +14,8 @@ from hpcjobs.config.sweep import SweepSpec
 from hpcjobs.errors import ConfigError, LedgerError
 from hpcjobs.sweep.chunk_files import env_file_text, write_chunk_files
 from hpcjobs.sweep.chunks import Chunk
-from hpcjobs.sweep.points.expand import expand, point_env_lines
+from hpcjobs.sweep.points.expand import expand
+from hpcjobs.sweep.points.point import point_env_lines
 from hpcjobs.sweep.points.stream import SweepPoints, sweep_points
 from hpcjobs.sweep.prepare import chunk_env_text, prepare_sweep
 

@@ -384,7 +384,7 @@ def advise(df: pd.DataFrame, settings: AdviceSettings | None = None, *, limits: 
     return _advise(jobs[jobs["state"].isin(TERMINAL_STATES).to_numpy(dtype=bool)], settings, limits, group or {})
 
 
-def _mode(series: pd.Series) -> str | None:
+def most_common(series: pd.Series) -> str | None:
     """The most common value (the first in text order among equals), ``None`` when all are NA."""
     counts = series.dropna().astype(str).value_counts()
     return None if counts.empty else str(min(counts.index[counts == counts.max()]))
@@ -393,8 +393,8 @@ def _mode(series: pd.Series) -> str | None:
 def _advise(jobs: pd.DataFrame, settings: AdviceSettings, limits: PartitionLimits | None,
             group: dict[str, str]) -> Advice:
     limits = limits or PartitionLimits()
-    scheduler = _mode(jobs["scheduler"]) if "scheduler" in jobs else None
-    partition = _mode(jobs["partition"]) if "partition" in jobs else None
+    scheduler = most_common(jobs["scheduler"]) if "scheduler" in jobs else None
+    partition = most_common(jobs["partition"]) if "partition" in jobs else None
     runs = len(jobs)
     nodes = jobs["nodes"].astype("Float64").fillna(1).clip(lower=1)
     elapsed = _seconds(jobs["elapsed"])
@@ -502,7 +502,7 @@ def _advise_groups(jobs: pd.DataFrame, settings: AdviceSettings, by_user: bool,
         grp = named.pop("group")
         label = {"job_name": grp[4:]} if grp.startswith("job:") else {"sweep_id": grp}
         sub = jobs.loc[idx]
-        limits = limits_from_site(site, _mode(sub["partition"])) if site is not None else None
+        limits = limits_from_site(site, most_common(sub["partition"])) if site is not None else None
         out.append(_advise(sub, settings, limits, {**named, **label}))
     return sorted(out, key=lambda a: -a.runs)
 
@@ -521,6 +521,7 @@ __all__ = [
     "group_key",
     "limit_raise",
     "limits_from_site",
+    "most_common",
     "resource_advice",
     "round_memory",
     "round_walltime",

@@ -207,7 +207,7 @@ _SCHEMA += _AUX_SCHEMA
 
 
 class PointLike(Protocol):
-    """What the ledger needs of a point (:class:`hpcjobs.sweep.points.expand.Point` has it)."""
+    """What the ledger needs of a point (:class:`hpcjobs.sweep.points.point.Point` has it)."""
 
     @property
     def index(self) -> int: ...

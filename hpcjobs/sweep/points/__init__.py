@@ -1,7 +1,7 @@
 """A sweep's points: the ``sweep:`` spec turned into parameter sets, each with a stable id.
 
 - :mod:`hpcjobs.sweep.points.expand`: :func:`~hpcjobs.sweep.points.expand.expand` (spec + Hydra-style
-  overrides → a list of :class:`~hpcjobs.sweep.points.expand.Point`), the point ids and a point's
+  overrides → a list of :class:`~hpcjobs.sweep.points.point.Point`), the point ids and a point's
   environment file.
 - :mod:`hpcjobs.sweep.points.stream`: :class:`~hpcjobs.sweep.points.stream.SweepPoints`, the same
   points produced on demand, in order, never all held (what a million-point sweep uses).

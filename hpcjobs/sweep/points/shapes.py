@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from hpcjobs.config.site import SiteConfig
     from hpcjobs.config.yamlio import YamlDocument
     from hpcjobs.resolve import ResolvedJob
-    from hpcjobs.sweep.points.expand import Point
+    from hpcjobs.sweep.points.point import Point
 
 #: Experiment keys that define the sweep itself and cannot vary per point.
 FIXED_KEYS = frozenset({"name", "site", "sweep", "template"})

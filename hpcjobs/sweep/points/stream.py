@@ -27,15 +27,19 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-from hpcjobs.config.sweep import FilterError, SweepSpec, compile_filter, env_names, flatten_wandb
+from hpcjobs.config.sweep import SweepSpec, env_names, flatten_wandb
+from hpcjobs.config.sweep_filter import FilterError, compile_filter
 from hpcjobs.config.sweep_size import check_sweep_size
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.render.shellvalue import UnencodableValueError, shell_word
-from hpcjobs.sweep.points.values import check_no_repeats, spelled_params
+from hpcjobs.sweep.points.overrides import override_spellings, parse_overrides
+from hpcjobs.sweep.points.point import CanonicalEncoder, Point, env_value
+from hpcjobs.sweep.points.sampling import native_sampler, wandb_grid_values, wandb_sampler
+from hpcjobs.sweep.points.values import _value_key, check_no_repeats, source_spellings, spelled_params
+from hpcjobs.units import is_ascii_digits
 
 if TYPE_CHECKING:
     from hpcjobs.config.yamlio import YamlDocument
-    from hpcjobs.sweep.points.expand import Point
 
 Params = dict[str, Any]
 #: ``(index, point_id, params_json)``: what the ledger stores of a point.
@@ -98,8 +102,6 @@ def _dims(lists: Mapping[str, Sequence[Any]], cap: int | None = None) -> _Factor
 
 
 def _has_repeats(values: Sequence[Any]) -> bool:
-    from hpcjobs.sweep.points.values import _value_key
-
     return len({_value_key(v) for v in values}) != len(values)
 
 
@@ -107,8 +109,6 @@ class _Plan:
     """The parameters of one (sub-)sweep: checked when built, produced lazily on each iteration."""
 
     def __init__(self, spec: SweepSpec, overrides: Mapping[str, Sequence[Any]] | None, where: str = "sweep") -> None:
-        from hpcjobs.sweep.points.expand import _native_sampler, _wandb_grid_values, _wandb_sampler
-
         #: Each factor of the product: grid dimensions one by one (so that no factor is itself a product).
         self.factors: list[list[Params] | _Factor] = []
         #: ``(name, values)`` per factor while every factor is a grid dimension (else ``None``).
@@ -120,12 +120,12 @@ class _Plan:
                 for n, p in flat.items():
                     if p.values is not None:
                         check_no_repeats(p.values, f"{where}.parameters.{n}.values")
-                self.factors.append(_dims({n: _wandb_grid_values(p) for n, p in flat.items()}, spec.run_cap or None))
+                self.factors.append(_dims({n: wandb_grid_values(p) for n, p in flat.items()}, spec.run_cap or None))
                 self.dims = None
             else:
                 self.dims = None
                 count = spec.samples if spec.samples is not None else spec.run_cap
-                self.factors.append(_draws({n: _wandb_sampler(p) for n, p in flat.items()}, spec.seed or 0,
+                self.factors.append(_draws({n: wandb_sampler(p) for n, p in flat.items()}, spec.seed or 0,
                                            count or 0))
         else:
             if spec.grid:
@@ -141,7 +141,7 @@ class _Plan:
             if spec.points:
                 self.factors.append([dict(p) for p in spec.points])
             if spec.random:
-                self.factors.append(_draws({n: _native_sampler(p) for n, p in spec.random.parameters.items()},
+                self.factors.append(_draws({n: native_sampler(p) for n, p in spec.random.parameters.items()},
                                            spec.random.seed, spec.random.samples))
             if spec.union:
                 subs = [_Plan(sub, None, f"{where}.union.{i}") for i, sub in enumerate(spec.union)]
@@ -208,22 +208,32 @@ class _Plan:
 # ------------------------------------------------------------------------------------------ the points
 
 def _located(exc: ConfigError, doc: YamlDocument | None) -> ConfigError:
-    from hpcjobs.sweep.points.expand import _located as located
-
-    return located(exc, doc)
+    """``exc`` with its ``sweep...`` problems placed at their file:line in ``doc`` (others as they are)."""
+    if doc is None:
+        return exc
+    problems = []
+    for p in exc.problems:
+        if p.file is None and p.key and (p.key == "sweep" or p.key.startswith("sweep.")):
+            path = tuple(int(x) if is_ascii_digits(x) else x for x in p.key.split("."))
+            placed = doc.problem(path, p.message, expected=p.expected, choices=p.choices)
+            placed.key = p.key
+            problems.append(placed)
+        else:
+            problems.append(p)
+    return ConfigError(problems)
 
 
 class SweepPoints(Sequence["Point"]):
     """The points of a sweep, produced on demand in their deterministic order.
 
-    Iterating yields :class:`hpcjobs.sweep.points.expand.Point` objects (duplicates dropped, indices
+    Iterating yields :class:`hpcjobs.sweep.points.point.Point` objects (duplicates dropped, indices
     0..N-1), exactly what :func:`hpcjobs.sweep.points.expand.expand` returns. Indexing or slicing a sweep of
     up to :data:`_HOLD_MAX` points builds and keeps the whole list once; a larger one is read up to
     the points asked for (``points[:20]`` of a million-point sweep reads 20).
 
     Args:
         spec: The validated ``sweep:`` section (``None``: one point without parameters).
-        grid: The parsed command-line grid (:func:`hpcjobs.sweep.points.expand.parse_overrides`).
+        grid: The parsed command-line grid (:func:`hpcjobs.sweep.points.overrides.parse_overrides`).
         spellings: Float value → its source text (:mod:`hpcjobs.sweep.points.values`).
         doc: The experiment document, to place problems at their file:line.
 
@@ -284,8 +294,6 @@ class SweepPoints(Sequence["Point"]):
         return next(itertools.islice(iter(self), j, None))
 
     def __iter__(self) -> Iterator[Point]:
-        from hpcjobs.sweep.points.expand import Point
-
         if self._list is not None:
             yield from self._list
             return
@@ -305,9 +313,7 @@ class SweepPoints(Sequence["Point"]):
 
     def _unique(self) -> Iterator[tuple[int, str, Params, str]]:
         """``(index, point_id, params, params_json)`` of every point, duplicates dropped, ids checked."""
-        from hpcjobs.sweep.points.expand import _CanonicalEncoder
-
-        to_json = _CanonicalEncoder()
+        to_json = CanonicalEncoder()
         sha256 = hashlib.sha256
         seen: dict[int, int] = {}  # first 48 bits of the hash (the id) -> the next 64: a duplicate has both
         index = 0
@@ -365,13 +371,11 @@ class SweepPoints(Sequence["Point"]):
 
     def _grid_pieces(self) -> tuple[list[list[str]], list[int]]:
         """Per grid list, the JSON piece of each value (``,"name":value``) and the order of names in the JSON."""
-        from hpcjobs.sweep.points.expand import _CanonicalEncoder
-
         assert self._plan.grid_lists is not None
         lists = self._plan.grid_lists
         names = list(lists)
         order = sorted(range(len(names)), key=lambda i: names[i])
-        enc = _CanonicalEncoder()
+        enc = CanonicalEncoder()
         pieces = []
         for i, (name, values) in enumerate(lists.items()):
             lead = "{" if order and order[0] == i else ","
@@ -394,7 +398,7 @@ class SweepPoints(Sequence["Point"]):
     def env_bodies(self, wanted: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         """``(point_id, case arm body)`` of the points in ``wanted``, in expansion order.
 
-        The body is :func:`hpcjobs.sweep.points.expand.point_env_lines` of the point, each line indented by
+        The body is :func:`hpcjobs.sweep.points.point.point_env_lines` of the point, each line indented by
         four spaces and ended by a newline (what :func:`hpcjobs.sweep.chunk_files.env_file_text`
         writes), built from cached per-value lines (a grid's values repeat across its points).
 
@@ -447,8 +451,6 @@ def _json_word(text: str) -> str:
 
 
 def _export(env: str, value: Any, spelled: str | None) -> str:
-    from hpcjobs.sweep.points.expand import env_value
-
     return f"export {env}={shell_word(spelled or env_value(value))}"
 
 
@@ -501,8 +503,6 @@ def sweep_points(spec: SweepSpec | None, overrides: Sequence[str] | Mapping[str,
     Raises:
         ConfigError: As :class:`SweepPoints`, and malformed overrides.
     """
-    from hpcjobs.sweep.points.expand import parse_overrides
-    from hpcjobs.sweep.points.values import override_spellings, source_spellings
 
     try:
         spellings = source_spellings(doc, source_text)

@@ -9,7 +9,8 @@ replicate is then its own point, with its own id and run folder.
 **Spelling.** A float reaches the job as the experiment file (or command line) wrote it:
 ``lr: 0.00005`` exports ``lr=0.00005``, not Python's ``5e-05``. The text is taken from the source
 at the position the YAML parser recorded and kept only when it reads back as the same number;
-values drawn at random (or computed, like ``range()`` steps) use ``repr``.
+values drawn at random (or computed, like ``range()`` steps) use ``repr``. The command line's
+spellings are read by :func:`hpcjobs.sweep.points.overrides.override_spellings`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     from hpcjobs.config.yamlio import YamlDocument
 
 _NUMBER = r"[-+]?(?:\.?[0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?)"
-_NUMBER_RE = re.compile(_NUMBER)
+#: A number as YAML or a command line may spell it (``0.00005``, ``1e-4``, ``1_000.5``).
+NUMBER_RE = re.compile(_NUMBER)
 
 
 def _value_key(value: Any) -> str:
@@ -87,38 +89,13 @@ def source_spellings(doc: YamlDocument | None, text: str | None) -> dict[float, 
             m = re.match(r"""(?:"[^"]*"|'[^']*'|[^:\s]+)\s*:\s+(""" + _NUMBER + r")(?=\s|[,}\]#]|$)", rest)
         else:  # a sequence item: the value is at the position
             m = re.match(r"(" + _NUMBER + r")(?=\s|[,}\]#]|$)", rest)
-        if m and _reads_as(m.group(1), value):
+        if m and reads_as(m.group(1), value):
             out[value] = m.group(1)
     return out
 
 
-def override_spellings(args: Sequence[str]) -> dict[float, str]:
-    """Float values of command-line sweep arguments (``lr=0.00005,1e-4``) → their text as typed."""
-    from hpcjobs.sweep.points.expand import _scalar, _split_unquoted
-
-    out: dict[float, str] = {}
-    for arg in args:
-        _key, sep, raw = arg.partition("=")
-        if not sep or re.match(r"^\s*[A-Za-z_]\w*\s*\(", raw):
-            continue
-        try:
-            pieces = _split_unquoted(raw, arg)
-        except ConfigError:
-            continue
-        for piece in pieces:
-            s = piece.strip(" \t")
-            if not _NUMBER_RE.fullmatch(s):
-                continue
-            try:
-                value = _scalar(piece, arg)
-            except ConfigError:
-                continue
-            if isinstance(value, float) and _reads_as(s, value):
-                out.setdefault(value, s)
-    return out
-
-
-def _reads_as(text: str, value: float) -> bool:
+def reads_as(text: str, value: float) -> bool:
+    """Whether ``text`` reads as the float ``value`` and is spelled otherwise than ``repr(value)``."""
     try:
         return float(text.replace("_", "")) == value and text != repr(value)
     except ValueError:
@@ -132,4 +109,4 @@ def spelled_params(params: Mapping[str, Any], spellings: Mapping[float, str]) ->
     return tuple((k, spellings[v]) for k, v in params.items() if v.__class__ is float and v in spellings)
 
 
-__all__ = ["check_no_repeats", "override_spellings", "source_spellings", "spelled_params"]
+__all__ = ["NUMBER_RE", "check_no_repeats", "reads_as", "source_spellings", "spelled_params"]
