@@ -15,7 +15,7 @@ from hpcjobs.cli import SchedulerChoice, main
 from hpcjobs.plan.advise_run import AdviceRequest
 from hpcjobs.render.api import RenderRequest, render_request
 from hpcjobs.schedulers.registry import BACKENDS, scheduler_names
-from hpcjobs.sweep.pack import render_packed
+from hpcjobs.sweep.prepare import render_packed
 
 ONE = "name: one\nresources: {cpus_per_task: 1, memory: 128M, walltime: 5m}\ncommand: echo hi\n"
 

@@ -7,7 +7,7 @@ manifest. It writes the files into the output folder when one is given, and othe
 text to print. Nothing is printed.
 
 Rendering a packed sweep needs the sweep's points, which are a layer above this one: the caller hands
-in the packed renderer (:func:`hpcjobs.sweep.pack.render_packed`); without one every experiment is
+in the packed renderer (:func:`hpcjobs.sweep.prepare.render_packed`); without one every experiment is
 rendered as a single job.
 """
 
@@ -77,7 +77,7 @@ def render_request(request: RenderRequest, packed: PackedRenderer | None = None)
 
     Args:
         request: What to render and where it goes.
-        packed: The packed renderer (:func:`hpcjobs.sweep.pack.render_packed`); ``None``: single jobs only.
+        packed: The packed renderer (:func:`hpcjobs.sweep.prepare.render_packed`); ``None``: single jobs only.
 
     Raises:
         ConfigError: Anything wrong with the experiment, its sweep, the site, or a manifest's ``#K8S`` lines.
