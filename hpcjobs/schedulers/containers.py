@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from hpcjobs import states as st
 from hpcjobs.errors import ConfigError, ConfigProblem
-from hpcjobs.schedulers.base import JobStatus
+from hpcjobs.schedulers.base import BaseBackend, JobStatus
 
 if TYPE_CHECKING:
     from hpcjobs.config.site import SiteConfig
@@ -99,3 +99,30 @@ def distributed_status(job_id: str, ranks: Sequence[JobStatus], nodes: int, *, c
         return JobStatus(job_id=job_id, state=st.RUNNING, state_raw=f"{len(running)} of {nodes} ranks running, "
                          f"{len(done)} completed", name=name)
     return JobStatus(job_id=job_id, state=st.PENDING, state_raw=f"0 of {nodes} ranks started", name=name)
+
+
+class ContainerBackend(BaseBackend):
+    """What the schedulers that run each job in containers (Swarm services, Kubernetes Jobs) share.
+
+    The job's script sends its output to ``<name>-<object name>`` in the mounted submit directory;
+    the run folders are mounted unless the site's section (:attr:`site_section`) says
+    ``mount_run_folders: false``; and a secret from the submitter's environment cannot reach the job.
+    """
+
+    # --- sweep hooks ---
+
+    def single_log_stem(self, name: str, job_id: str) -> str:
+        """``<name>-<object name>``: where the script sends its output (``templates/<name>.sh.j2``)."""
+        return f"{name}-{job_id.rsplit('/', 1)[-1]}"
+
+    def run_folders_mounted(self, site: SiteConfig) -> bool:
+        """What the site's section (``swarm:``, ``kubernetes:``) says; mounted when the site gives no settings."""
+        section = getattr(site, self.site_section or "", None)
+        return section is None or bool(section.mount_run_folders)
+
+    # --- render hooks ---
+
+    def env_secret_problem(self, site: SiteConfig, directives: Sequence[str]) -> str | None:
+        """Refused: the job does not get the submitter's environment (:func:`env_secret_refusal`)."""
+        del directives
+        return env_secret_refusal(site, self.name)

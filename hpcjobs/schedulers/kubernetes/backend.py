@@ -35,13 +35,12 @@ from typing import TYPE_CHECKING, Any
 from hpcjobs.config.mounts import mount_path
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 from hpcjobs.output import atomic_write_text
-from hpcjobs.schedulers.base import BaseBackend, Capabilities, Directive, JobStatus, SubmitOptions
-from hpcjobs.schedulers.containers import distributed_problem, env_secret_refusal
+from hpcjobs.schedulers.base import Capabilities, Directive, JobStatus, SubmitOptions
+from hpcjobs.schedulers.containers import ContainerBackend, distributed_problem
 from hpcjobs.schedulers.kubernetes import formats as fmt
 from hpcjobs.states import JobTag, parse_job_tag
 
 if TYPE_CHECKING:  # the render layer imports this module, not the other way round
-    from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
 
 DIRECTIVE_PREFIX = "#K8S"
@@ -246,7 +245,7 @@ def render_manifest(text: str, script: Path, cwd: Path, tag: JobTag,
     return chunk_manifest(settings, script, cwd, tag, server_version)[0]
 
 
-class KubernetesBackend(BaseBackend):
+class KubernetesBackend(ContainerBackend):
     """Kubernetes commands (``kubectl``) and output parsers.
 
     Every job id is checked (:meth:`check_job_ids`) before it goes into an argv; Job names are operands
@@ -362,27 +361,11 @@ class KubernetesBackend(BaseBackend):
         return ["kubectl", "--namespace", namespace, "logs", "-l", f"{fmt.CHUNK_LABEL}={chunk}", "--prefix",
                 "--tail", "-1"]
 
-    # --- sweep hooks ---
-
-    def single_log_stem(self, name: str, job_id: str) -> str:
-        """``<name>-<chunk name>``: the script sends its output there, in the mounted submit directory
-        (``templates/kubernetes.sh.j2``)."""
-        return f"{name}-{job_id.rsplit('/', 1)[-1]}"
-
-    def run_folders_mounted(self, site: SiteConfig) -> bool:
-        """What the site's ``kubernetes.mount_run_folders`` says (mounted when the site gives no settings)."""
-        return site.kubernetes is None or site.kubernetes.mount_run_folders
-
     # --- render hooks ---
 
     def directives(self, job: ResolvedJob) -> list[Directive]:
         """``#K8S`` lines (:func:`kubernetes_directives`)."""
         return kubernetes_directives(job)
-
-    def env_secret_problem(self, site: SiteConfig, directives: Sequence[str]) -> str | None:
-        """Refused: the job does not get the submitter's environment (:func:`.containers.env_secret_refusal`)."""
-        del directives
-        return env_secret_refusal(site, self.name)
 
     # --- site hooks ---
 

@@ -32,14 +32,13 @@ from typing import TYPE_CHECKING
 
 from hpcjobs.config.mounts import mount_path
 from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
-from hpcjobs.schedulers.base import BaseBackend, Capabilities, Directive, JobStatus, SubmitOptions
-from hpcjobs.schedulers.containers import distributed_problem, env_secret_refusal
+from hpcjobs.schedulers.base import Capabilities, Directive, JobStatus, SubmitOptions
+from hpcjobs.schedulers.containers import ContainerBackend, distributed_problem
 from hpcjobs.schedulers.swarm import formats as fmt
 from hpcjobs.states import parse_job_tag
 from hpcjobs.units import format_memory_slurm, is_ascii_digits
 
 if TYPE_CHECKING:  # the render layer imports this module, not the other way round
-    from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
 
 DIRECTIVE_PREFIX = "#SWARM"
@@ -185,7 +184,7 @@ def _run_folders(script: Path, cwd: Path) -> list[Path]:
     return folders
 
 
-class SwarmBackend(BaseBackend):
+class SwarmBackend(ContainerBackend):
     """Docker Swarm commands (the ``docker`` CLI) and output parsers.
 
     Every service name and object id is checked (:meth:`check_job_ids`, :meth:`check_object_ids`)
@@ -342,27 +341,11 @@ class SwarmBackend(BaseBackend):
         """What the job's script printed before it sent its output to the point's files."""
         return ["docker", "service", "logs", "--raw", "--no-task-ids", "--", *self.check_job_ids([job_id])]
 
-    # --- sweep hooks ---
-
-    def single_log_stem(self, name: str, job_id: str) -> str:
-        """``<name>-<service name>``: the script sends its output there, in the mounted submit directory
-        (``templates/swarm.sh.j2``)."""
-        return f"{name}-{job_id.rsplit('/', 1)[-1]}"
-
-    def run_folders_mounted(self, site: SiteConfig) -> bool:
-        """What the site's ``swarm.mount_run_folders`` says (mounted when the site gives no settings)."""
-        return site.swarm is None or site.swarm.mount_run_folders
-
     # --- render hooks ---
 
     def directives(self, job: ResolvedJob) -> list[Directive]:
         """``#SWARM`` lines (:func:`swarm_directives`)."""
         return swarm_directives(job)
-
-    def env_secret_problem(self, site: SiteConfig, directives: Sequence[str]) -> str | None:
-        """Refused: the job does not get the submitter's environment (:func:`.containers.env_secret_refusal`)."""
-        del directives
-        return env_secret_refusal(site, self.name)
 
     # --- site hooks ---
 
