@@ -2,7 +2,7 @@
 
 The package has three parts and some plumbing:
 
-* :mod:`hpcjobs.accounting.sources`: one reader per source (Slurm ``sacct`` text and ``--json``,
+* :mod:`hpcjobs.accounting.sources`: one reader per source (Slurm ``sacct`` text and ``--json``, ``squeue --json``,
   PBS Pro/OpenPBS and Torque accounting logs and ``qstat``, hpcjobs' GPU sampler files), each
   returning the DataFrame of :mod:`hpcjobs.accounting.schema`;
 * :mod:`hpcjobs.accounting.sacct`: the engine that turns ``sacct --parsable2`` text into typed
@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("read_sacct_parsable2", "query_sacct", "sacct_accounting_argv", "SACCT_ACCOUNTING_FIELDS",
                      "SACCT_QUERY_FIELDS"), "sources.slurm"),
     "read_sacct_json": "sources.slurm_json",
+    "read_squeue_json": "sources.slurm_queue",
     **dict.fromkeys(("read_pbs_accounting", "read_qstat_json", "read_qstat_text"), "sources.pbs"),
     **dict.fromkeys(("read_torque_accounting", "read_torque_qstat_xml", "read_torque_qstat_text"), "sources.torque"),
     **dict.fromkeys(("read_gpu_samples", "gpu_summary", "gpu_job_summary", "find_gpu_files"), "sources.gpu"),

@@ -159,6 +159,23 @@ def _read(request: ReportRequest, notes: list[str]) -> tuple[pd.DataFrame, pd.Da
     return df, attempts, sweep_id, gpu
 
 
+#: How many ids of unfinished jobs a note names (the count is always complete).
+_LISTED_IDS = 5
+
+
+def reader_notes(df: pd.DataFrame) -> list[str]:
+    """What the reader of the data left for a person: ``df.attrs["notes"]`` (a queue snapshot read as a report)
+    and the jobs of an accounting log left out because they had not ended (``df.attrs["unfinished"]``)."""
+    notes = [str(n) for n in df.attrs.get("notes") or ()]
+    unfinished = list(df.attrs.get("unfinished") or ())
+    if unfinished:
+        n = len(unfinished)
+        shown = ", ".join(unfinished[:_LISTED_IDS]) + (f" and {n - _LISTED_IDS} more" if n > _LISTED_IDS else "")
+        notes.append(f"{n} job{'s' if n != 1 else ''} had not ended when the accounting log was written (still "
+                     f"queued or running) and {'are' if n != 1 else 'is'} not counted: {shown}")
+    return notes
+
+
 def _tables(request: ReportRequest, df: pd.DataFrame, attempts: pd.DataFrame | None,
             gpu: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
     """The tables the request asks for, from the rows already read."""
@@ -206,7 +223,7 @@ def build_report(request: ReportRequest) -> Report:
     df, attempts, sweep_id, gpu = _read(request, notes)
     from hpcjobs.accounting.reports.rows import input_warnings
 
-    notes += input_warnings(df)
+    notes += reader_notes(df) + input_warnings(df)
     if request.filters.sweep and attempts is None:
         notes.append(f"the ledger of sweep {sweep_id!r} is not on this machine: every attempt is counted and the "
                      "parameters are unknown")

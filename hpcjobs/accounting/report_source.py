@@ -31,8 +31,8 @@ from hpcjobs.errors import ConfigError, ConfigProblem, SchedulerOutputError
 from hpcjobs.schedulers.registry import find_backend
 
 #: Formats :func:`detect_format` can name.
-FORMATS = ("sacct-parsable2", "sstat", "sacct-json", "qstat-json", "qstat-text", "torque-xml", "pbs-accounting",
-           "torque-accounting", "kubectl-json", "swarm-json")
+FORMATS = ("sacct-parsable2", "sstat", "sacct-json", "squeue-json", "qstat-json", "qstat-text", "torque-xml",
+           "pbs-accounting", "torque-accounting", "kubectl-json", "swarm-json")
 
 _ACCOUNTING_LINE = re.compile(r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;[A-Za-z];[^;]+;", re.M)
 _RELATIVE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
@@ -99,15 +99,15 @@ def detect_format(text: str, file: str = "<text>") -> str:
 
         doc = load_json(text, file)
         if isinstance(doc, dict) and isinstance(doc.get("jobs"), list):
-            return "sacct-json"
+            return _slurm_json_format(doc["jobs"])
         if isinstance(doc, dict) and ("Jobs" in doc or "pbs_version" in doc or "pbs_server" in doc):
             return "qstat-json"
         if is_kubectl_list(doc):
             return "kubectl-json"
         if is_swarm_json(doc):
             return "swarm-json"
-        raise ConfigError("JSON file is neither `sacct --json` (no 'jobs' list), `qstat -F json`, `kubectl get "
-                          "jobs,pods -o json` nor `docker inspect` output of Swarm services and tasks")
+        raise ConfigError("JSON file is neither `sacct --json` or `squeue --json` (no 'jobs' list), `qstat -F json`, "
+                          "`kubectl get jobs,pods -o json` nor `docker inspect` output of Swarm services and tasks")
     if head.startswith("<"):
         return "torque-xml"
     if _ACCOUNTING_LINE.search(head):
@@ -125,6 +125,26 @@ def detect_format(text: str, file: str = "<text>") -> str:
     raise ConfigError("cannot tell the format of the file: expected sacct --parsable/--parsable2 text (any "
                       "--delimiter, with or without header), sacct --json, qstat -f (-F json) output, Torque "
                       "qstat -x XML or a PBS/Torque accounting log")
+
+
+def _slurm_json_format(jobs: list[object]) -> str:
+    """``sacct-json`` or ``squeue-json``, told apart by the keys of the job objects (never the file name).
+
+    Raises:
+        ConfigError: Job objects of neither shape, or of both (the format named, with what was found).
+    """
+    from hpcjobs.accounting.sources.slurm_json import job_list_shape
+
+    shape = job_list_shape(jobs)
+    if shape in ("sacct", "empty"):
+        return "sacct-json"
+    if shape == "squeue":
+        return "squeue-json"
+    first = next((j for j in jobs if isinstance(j, dict)), None)
+    found = f"keys {', '.join(sorted(map(str, first))[:8])}" if first else f"a {type(jobs[0]).__name__}"
+    raise ConfigError(f"JSON with a 'jobs' list that is neither `sacct --json` (job objects with 'state' and 'time') "
+                      f"nor slurmctld's job list of `squeue --json` (objects with 'job_state'), or mixes both: the "
+                      f"first job has {found}")
 
 
 def read_saved(path: str | os.PathLike[str], *, scheduler: str | None = None, tz: str | None = None,
@@ -220,6 +240,17 @@ def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Se
             return read_sacct_json(doc)
         except READ_ERRORS as exc:
             located = locate_json_error(doc, text, str(p), exc, read_sacct_json)
+            if located is None:
+                raise
+            raise located from None
+    if fmt == "squeue-json":
+        from hpcjobs.accounting.sources.slurm_queue import read_squeue_json
+
+        doc = load_json(text, str(p))
+        try:
+            return read_squeue_json(doc)
+        except READ_ERRORS as exc:
+            located = locate_json_error(doc, text, str(p), exc, read_squeue_json)
             if located is None:
                 raise
             raise located from None

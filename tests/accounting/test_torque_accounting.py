@@ -107,7 +107,8 @@ def test_read_torque_accounting_constructed() -> None:
     deleted = rows["46.master23.banette.gent.vsc"]  # Q (queue= only) then D
     assert (deleted.state, deleted.state_raw, deleted.partition) == (st.CANCELLED, "D", "short")
     assert deleted.end_time == ts("2017-04-05 11:08:20")
-    assert pd.isna(deleted.submit_time) and pd.isna(deleted.user)
+    assert deleted.submit_time == ts("2017-04-05 11:05:20")  # no ctime anywhere: the Q record's 13:05:20 CEST
+    assert pd.isna(deleted.user)
     over = rows["47.master23.banette.gent.vsc"]
     assert (over.state, over.exit_code, over.account) == (st.TIMEOUT, -11, "gvo00001")
     assert (over.cpus, over.nodes, over.gpus, over.req_mem_bytes) == (28, 1, 1, 16 * GiB)

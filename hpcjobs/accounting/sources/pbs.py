@@ -15,7 +15,14 @@ timestamps come back tz-aware in UTC.
 Reruns (accounting): one row per job from its last ``E`` record, which describes the final
 run (``start`` is the last start, ``resources_used`` that run's usage, ``run_count`` the number
 of runs). Earlier runs' ``R`` records are not rows; ``wait`` is measured from eligibility to the
-final start and so includes the time spent in earlier runs.
+final start and so includes the time spent in earlier runs. A job with several ``E`` records (a log that
+wrote one per run, or a job id the server reused) has the row of its last one; the earlier ones are listed in
+``df.attrs["skipped"]`` with their lines (a :class:`~hpcjobs.skipped.SkippedRecordsWarning`), never dropped
+silently.
+
+Submit time: ``ctime``; a job none of whose records has one (a Torque ``Q`` record holds only ``queue=``: a job
+deleted while queued) takes the time stamp of its first ``Q`` record, written at the second of ``ctime``
+wherever both are present (the real OpenPBS and PBS Pro logs of ``tests/data/pbs``).
 """
 
 from __future__ import annotations
@@ -327,6 +334,19 @@ def _split_resources(attrs: Mapping[str, str]) -> tuple[dict[str, str], dict[str
     return req, used
 
 
+def _submit_time(attrs: Mapping[str, str], rich: list[pbs.AccountingRecord], recs: list[pbs.AccountingRecord],
+                 tz: tzinfo | str | None) -> datetime | None:
+    """When a job was submitted: ``ctime`` of the row's record or of any record that has it, else the time stamp
+    of its first ``Q`` record (a Torque ``Q`` holds only ``queue=``, so a job deleted while queued has no
+    ``ctime`` at all; for every job whose records have one, the first ``Q`` is written at that second)."""
+    for candidate in (attrs, *(r.attrs for r in reversed(rich))):
+        ctime = _epoch(candidate.get("ctime"))
+        if ctime is not None:
+            return ctime
+    queued = [r.time for r in recs if r.record_type == "Q"]
+    return pbs.localize(min(queued), tz) if queued else None
+
+
 def accounting_rows(
     records: Iterable[pbs.AccountingRecord],
     *,
@@ -359,6 +379,9 @@ def accounting_rows(
         rich = [r for r in recs if r.record_type in "QSER" and "ctime" in r.attrs]
         queues = [r.attrs["queue"] for r in recs if "queue" in r.attrs]
         final: pbs.AccountingRecord | None = ends[-1] if ends else None
+        if skipped is not None:  # a rerun that wrote an E per run, or the id reused: the row is the last E
+            skipped.extend(Skipped(r.line, f"E record of {job_id} followed by another E record of it (a rerun, or "
+                                   "the id reused): the job's row is its last E record") for r in ends[:-1])
         attrs: Mapping[str, str] = final.attrs if final else (rich[-1].attrs if rich else {})
         req, used = _split_resources(attrs)
         end: datetime | None
@@ -393,7 +416,7 @@ def accounting_rows(
             queue=attrs.get("queue") or (queues[-1] if queues else None),
             state=state,
             state_raw=raw,
-            submit=_epoch(attrs.get("ctime")),
+            submit=_submit_time(attrs, rich, recs, tz),
             eligible=_epoch(attrs.get("etime")),
             start=_epoch(attrs.get("start")),
             end=end,
@@ -434,8 +457,8 @@ def read_pbs_accounting(
         are not records and job records without a job id are listed in ``df.attrs["skipped"]``
         (line numbers count through all files read), with a
         :class:`~hpcjobs.skipped.SkippedRecordsWarning`. The ids of jobs left out because
-        they have not ended are in ``df.attrs["unfinished"]`` (no warning: a log of today holds
-        running jobs).
+        they have not ended are in ``df.attrs["unfinished"]`` (no Python warning: a log of today holds
+        running jobs; ``hpcjobs report`` prints their count, :func:`hpcjobs.accounting.build.reader_notes`).
     """
     skipped: list[Skipped] = []
     unfinished: list[str] = []

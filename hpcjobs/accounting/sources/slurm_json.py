@@ -95,6 +95,12 @@ def _cpu_seconds(time: dict[str, Any]) -> float | None:
     return None
 
 
+def _count(*candidates: Any) -> int | None:
+    """The first candidate that is a positive count (allocation before request), else a 0 given, else None."""
+    counts = [c for c in candidates if isinstance(c, int) and not isinstance(c, bool) and c >= 0]
+    return next((c for c in counts if c > 0), counts[0] if counts else None)
+
+
 def _epoch(v: Any) -> int | None:
     v = _num(v)
     return v if isinstance(v, int) and v > 0 else None
@@ -115,6 +121,47 @@ def _json_job_id(job: dict[str, Any]) -> str:
     return str(job.get("job_id"))
 
 
+def job_list_shape(jobs: list[Any]) -> str:
+    """Which Slurm JSON a ``jobs`` list is, from its job objects' keys.
+
+    Returns:
+        ``"sacct"`` (objects with ``state``/``time``: ``sacct --json``, slurmdbd), ``"squeue"`` (objects with
+        ``job_state``: slurmctld's list, ``squeue --json``), ``"empty"`` (no job objects), or ``"mixed"`` /
+        ``"unknown"`` (objects of both shapes, or of neither).
+    """
+    shapes = set()
+    for job in jobs:
+        if not isinstance(job, dict):
+            shapes.add("unknown")
+        elif "job_state" in job and "state" not in job:
+            shapes.add("squeue")
+        elif "state" in job or "time" in job:
+            shapes.add("sacct")
+        else:
+            shapes.add("unknown")
+    if not shapes:
+        return "empty"
+    return shapes.pop() if len(shapes) == 1 else "mixed"
+
+
+def load_slurm_json(source: str | bytes | dict[str, Any], what: str) -> Any:
+    """The parsed document of Slurm JSON output (text, bytes, or already parsed).
+
+    Raises:
+        SchedulerOutputError: Not JSON, or nested too deeply to be Slurm output (``what`` names the command).
+    """
+    import json
+
+    if isinstance(source, dict):
+        return source
+    try:
+        return json.loads(source)
+    except RecursionError:
+        raise SchedulerOutputError(f"{what} output is nested too deeply to be Slurm output") from None
+    except ValueError as exc:
+        raise SchedulerOutputError(f"{what} output is not JSON: {exc}") from exc
+
+
 def read_sacct_json(source: str | bytes | dict[str, Any] | os.PathLike[str]) -> pd.DataFrame:
     """Read ``sacct --json`` output (21.08 through 25.x shapes) into the accounting schema.
 
@@ -129,23 +176,20 @@ def read_sacct_json(source: str | bytes | dict[str, Any] | os.PathLike[str]) -> 
         A DataFrame conforming to :mod:`hpcjobs.accounting.schema`.
 
     Raises:
-        SchedulerOutputError: Not sacct JSON (no ``jobs`` list).
+        SchedulerOutputError: Not sacct JSON (no ``jobs`` list, or slurmctld's job list of ``squeue --json``:
+            :func:`hpcjobs.accounting.sources.slurm_queue.read_squeue_json` reads that).
     """
-    import json
-
-    if isinstance(source, dict):
-        doc = source
-    else:
-        text = Path(source).read_bytes() if isinstance(source, os.PathLike) else source
-        try:
-            doc = json.loads(text)
-        except RecursionError:
-            raise SchedulerOutputError("sacct --json output is nested too deeply to be sacct output") from None
-        except ValueError as exc:
-            raise SchedulerOutputError(f"sacct --json output is not JSON: {exc}") from exc
+    doc = load_slurm_json(Path(source).read_bytes() if isinstance(source, os.PathLike) else source, "sacct --json")
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     if not isinstance(jobs, list):
         raise SchedulerOutputError("sacct --json output has no 'jobs' list")
+    shape = job_list_shape(jobs)
+    if shape == "squeue":
+        raise SchedulerOutputError("this is slurmctld's job list (squeue --json, slurmrestd's jobs: objects with "
+                                   "'job_state'), not sacct --json: read it with read_squeue_json")
+    if shape in ("mixed", "unknown"):
+        raise SchedulerOutputError("sacct --json output whose 'jobs' are not sacct job objects (with 'state' and "
+                                   "'time')")
     rows: list[dict[str, Any]] = []
     for job in jobs:
         job_id = _json_job_id(job)
@@ -180,7 +224,8 @@ def read_sacct_json(source: str | bytes | dict[str, Any] | os.PathLike[str]) -> 
             "state_raw": state_raw, "exit_code": code, "exit_signal": sig,
             "start_time": _epoch(t.get("start")), "end_time": _epoch(t.get("end")),
             "elapsed_s": _num(t.get("elapsed")), "time_limit_s": limit * 60 if isinstance(limit, int) else None,
-            "nodes": alloc.get("node", _num(job.get("allocation_nodes"))),
+            # a job that never started allocated nothing: the request (schema: "requested if not started")
+            "nodes": _count(alloc.get("node"), _num(job.get("allocation_nodes")), req.get("node")),
             "cpus": alloc.get("cpu", req.get("cpu", _num(required.get("CPUs")))),
             "gpus": alloc.get("gpus", req.get("gpus")), "gpu_type": alloc.get("gpu_type", req.get("gpu_type")),
             "req_mem_bytes": mem_mb * 1024**2 if isinstance(mem_mb, int) else None,

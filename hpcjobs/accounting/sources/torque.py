@@ -5,7 +5,8 @@ Sources: ``qstat -f -x`` XML (:func:`read_torque_qstat_xml`), ``qstat -f`` text
 ``scheduler`` = ``torque``. Rows are built as for PBS Pro (:mod:`hpcjobs.accounting.sources.pbs`, whose
 docstring explains the time-zone and rerun choices) with Torque's exit codes; XML times are
 epoch seconds and need no zone. Torque accounting ``Q`` records carry only ``queue=``, so
-submit/eligible/start come from the ``E`` record; CPUs from ``total_execution_slots`` and nodes
+submit/eligible/start come from the ``E`` record (a job deleted while queued, Q then D, is submitted at its
+``Q`` record's time stamp, read in ``tz``); CPUs from ``total_execution_slots`` and nodes
 from ``unique_node_count`` when PBS-style ``ncpus``/``nodect`` are absent.
 """
 
