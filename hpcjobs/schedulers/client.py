@@ -189,9 +189,19 @@ class SchedulerClient:
             with reading_output_of(result.argv, result.stdout, result.returncode):
                 return backend.parse_status(result.stdout)  # some ids unknown; the rest are reported
         if backend.capabilities.status_fallback and backend.accounting_unavailable(result.stderr):
-            log.info("accounting unavailable (%s); using %s", result.stderr.strip(),
-                     backend.fallback_status_argv(job_ids)[0])
-            return self._fallback_status(job_ids, check=True)
+            records = self._fallback_status(job_ids, check=True)
+            left = self._missing(job_ids, lambda j: self.covers(records, j), records)
+            said = result.stderr.strip().splitlines()
+            if left and not backend.accounting_disabled(result.stderr):
+                # slurmdbd down (not a cluster without accounting): say so on every poll, since the jobs
+                # that left the live queue are neither finished nor lost until the history answers
+                log.warning("accounting did not answer (%s exited %d: %s): %d of %d job(s) are not in the live "
+                            "queue and keep their last known state until it answers", result.argv[0],
+                            result.returncode, printable(said[-1] if said else "")[:300], len(left), len(job_ids))
+            else:
+                log.info("accounting unavailable (%s); using %s", result.stderr.strip(),
+                         backend.fallback_status_argv(job_ids)[0])
+            return records
         raise CommandError(result.argv, result.returncode, result.stdout, result.stderr)
 
     def _fallback_status(self, job_ids: Sequence[str], *, check: bool) -> list[JobStatus]:
