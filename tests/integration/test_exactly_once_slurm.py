@@ -120,7 +120,7 @@ def test_accounting_down_on_resume_submits_nothing_then_recovers(staged, workdir
         wait_for(f"job {queued} finished and purged from squeue", lambda: not _tagged_in_queue(sweep_id),
                  timeout=90)
         with accounting_down():
-            rerun = _sweep(exp, root, workdir, env={"HPCJOBS_SUBMIT_LOOKUP_S": "5"})
+            rerun = _sweep(exp, root, workdir, env={"HPCJOBS_SUBMIT_LOOKUP_S": "1"})
             assert rerun.returncode == 1, rerun.stderr
             assert "unresolved" in rerun.stderr and "run the same command again" in rerun.stderr, rerun.stderr
             assert not _tagged_in_queue(sweep_id), "submitted while the chunk was undecided"

@@ -11,6 +11,12 @@
 #   stop               cancel all jobs, stop only the daemons this script started (by PID)
 #   reset              stop, wipe Slurm state AND the accounting database together, start again
 #   status             list daemons, sinfo; exit 0 when healthy, else 1
+#   accounting stop|start
+#                      stop or start slurmdbd alone (slurmctld keeps running and queues its records),
+#                      for tests that stage an accounting outage
+#   min-job-age SECONDS|default
+#                      set MinJobAge live (scontrol reconfigure): a small value makes finished jobs leave
+#                      squeue within seconds, for tests that stage a purge; `default` restores the file
 #
 # Environment overrides: TESTBED_USERS (extra users given associations; default: $SUDO_USER if set),
 # TESTBED_TIMEOUT (seconds for each bounded wait, default 60).
@@ -503,15 +509,47 @@ cmd_status() {
     return $rc
 }
 
+# accounting stop|start: an accounting outage, staged. slurmctld keeps its records for slurmdbd and sends
+# them when it is back.
+cmd_accounting() {
+    need_root accounting
+    case ${1:-} in
+        stop) stop_daemon slurmdbd ;;
+        start)
+            slurm_daemon slurmdbd
+            wait_for "slurmdbd answers (sacctmgr)" "$LOG_DIR/slurmdbd.log,$LOG_DIR/slurmdbd.out" \
+                sacctmgr -n show cluster
+            ;;
+        *) echo "usage: $0 accounting {stop|start}" >&2; exit 2 ;;
+    esac
+}
+
+# min-job-age SECONDS|default: how long a finished job stays in slurmctld's memory (and squeue).
+cmd_min_job_age() {
+    need_root min-job-age
+    local value=${1:-}
+    if [[ $value == default ]]; then
+        render_slurm_conf "$(host_short)" | install_file "$SLURM_ETC/slurm.conf" 644 || true
+    elif [[ $value =~ ^[0-9]+$ ]] && (( value >= 2 )); then
+        sed -i "s/^MinJobAge=.*/MinJobAge=$value/" "$SLURM_ETC/slurm.conf"
+    else
+        echo "usage: $0 min-job-age {SECONDS (2 or more)|default}" >&2; exit 2
+    fi
+    scontrol reconfigure
+    log "MinJobAge: $(scontrol show config | awk '$1 == "MinJobAge" {print $3, $4}')"
+}
+
 main() {
     local cmd=${1:-}
     case $cmd in
+        accounting) cmd_accounting "${2:-}" ;;
+        min-job-age) cmd_min_job_age "${2:-}" ;;
         install) cmd_install ;;
         start | install-and-start) cmd_start ;;
         stop) cmd_stop ;;
         reset) cmd_reset ;;
         status) cmd_status ;;
-        *) echo "usage: $0 {install|start|install-and-start|stop|reset|status}" >&2; exit 2 ;;
+        *) echo "usage: $0 {install|start|install-and-start|stop|reset|status|accounting|min-job-age}" >&2; exit 2 ;;
     esac
 }
 
