@@ -376,6 +376,17 @@ class BaseBackend(JobIdGrammar):
         """Whether the site keeps no accounting at all (a history query can never answer)."""
         return False
 
+    def history_backlog_argv(self) -> list[str] | None:
+        """A call that says how many records the scheduler holds that its history does not have yet.
+
+        ``None`` (the default): no such call, and a history query that answers is taken as complete.
+        """
+        return None
+
+    def parse_history_backlog(self, stdout: str) -> int | None:
+        """The count :meth:`history_backlog_argv` printed, or ``None`` when its output does not say."""
+        return None
+
     def parse_status_table(self, stdout: str) -> StatusTable:
         """The status answer by column (``columnar_status``)."""
         raise UnsupportedCommand(f"{self.name}: parse_status_table")

@@ -86,7 +86,8 @@ class TagLookup:
     waited: float = 0.0
 
 
-def tagged_jobs(client: SchedulerClient, sweep_id: str, name: str, user: str, *, history: bool = True) -> TagLookup:
+def tagged_jobs(client: SchedulerClient, sweep_id: str, name: str, user: str, *, history: bool = True,
+                backlog: bool = True) -> TagLookup:
     """One batched query of the user's jobs called ``name``, by tag (no per-job calls).
 
     Args:
@@ -95,11 +96,17 @@ def tagged_jobs(client: SchedulerClient, sweep_id: str, name: str, user: str, *,
         name: The experiment's job name (narrows the query where the scheduler can filter).
         user: Whose jobs.
         history: Also ask accounting for finished jobs (``sacct`` on Slurm); else the live queue only.
+        backlog: With ``history``, first ask whether the scheduler holds records its history lacks yet
+            (``sdiag`` on Slurm, right after an accounting outage); if it does, the lookup is not
+            conclusive about what it did not find. Off for the check that a new ledger starts clean,
+            which must not stop every new sweep of a busy cluster.
     """
     backend = client.backend
     argvs = backend.tag_query_argvs(name, user)
     found: dict[str, list[str]] = {}
-    conclusive = True
+    # Asked before the live queue: a job that leaves the queue after this answer was still in it when
+    # the queue was asked (MinJobAge), and one that left before is in the history unless held back.
+    conclusive = not (history and backlog and _history_held_back(client))
     for i, argv in enumerate(argvs if history else argvs[:1]):
         # Any query that does not answer makes the lookup inconclusive: a job that finished and left
         # the live queue is only in the history, so a failed history query is never "not submitted".
@@ -130,6 +137,28 @@ def tagged_jobs(client: SchedulerClient, sweep_id: str, name: str, user: str, *,
             if tag and tag.sweep_id == sweep_id and job_id not in found.setdefault(tag.token, []):
                 found[tag.token].append(job_id)
     return TagLookup({t: sorted(j, key=numeric_job_order) for t, j in found.items()}, conclusive)
+
+
+def _history_held_back(client: SchedulerClient) -> bool:
+    """Whether the scheduler says it holds records its history does not have yet (then no "no" is final).
+
+    A backend without such a call, or a call that fails or does not say (a site may restrict it), is
+    taken at its history's word, as before.
+    """
+    backend = client.backend
+    argv = backend.history_backlog_argv()
+    if argv is None:
+        return False
+    try:
+        result = client.run(argv, check=False)
+    except HpcJobsError as exc:
+        log.debug("could not ask %s for its history backlog (%s)", argv[0], exc)
+        return False
+    held = backend.parse_history_backlog(result.stdout) if result.returncode == 0 else None
+    if held:
+        log.warning("%s says %d record(s) are not in the scheduler's accounting yet: a job missing from its "
+                    "history may still be there", argv[0], held)
+    return bool(held)
 
 
 def _keeps_no_history(backend: SchedulerBackend, stderr: str) -> bool:

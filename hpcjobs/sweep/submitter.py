@@ -336,9 +336,9 @@ class SweepSubmitter:
 
     # ------------------------------------------------------------------------------ lost answers
 
-    def _query(self, *, history: bool = True) -> TagLookup:
+    def _query(self, *, history: bool = True, backlog: bool = True) -> TagLookup:
         return _tagged_jobs_query(self.client, self.prepared.sweep_id, self.prepared.experiment.name, self.user,
-                                  history=history)
+                                  history=history, backlog=backlog)
 
     def _await(self, tokens: set[str], seconds: float | None = None) -> TagLookup:
         return await_tokens(self.client, tokens, self.prepared.sweep_id, self.prepared.experiment.name, self.user,
@@ -437,7 +437,7 @@ class SweepSubmitter:
         Raises:
             SubmitError: The scheduler holds jobs with this sweep's tag, or it could not be asked.
         """
-        look = self._query()
+        look = self._query(backlog=False)  # a busy slurmctld's backlog must not stop every new sweep
         sweep = self.prepared.sweep_id
         here = self.prepared.folder
         elsewhere = sorted({j for t, ids in look.found.items() if not made_for(t, here) for j in ids},

@@ -65,6 +65,8 @@ class LyingSlurm:
     break_queue_on_sbatch: bool = False
     accounting_knows: bool = False
     accounting_down: bool = False
+    #: Jobs whose records slurmctld still holds for slurmdbd (``sdiag``'s DBD Agent queue): not in sacct.
+    held: set[str] = field(default_factory=set)
     jobs: dict[str, FakeJob] = field(default_factory=dict)
     calls: list[list[str]] = field(default_factory=list)
     next_id: int = 100
@@ -86,7 +88,9 @@ class LyingSlurm:
 
     def accounted(self) -> list[FakeJob]:
         """Jobs accounting knows now (queued ones and those that left the queue)."""
-        return [j for j in self.jobs.values() if j.visible_at <= self.now] if self.accounting_knows else []
+        if not self.accounting_knows:
+            return []
+        return [j for j in self.jobs.values() if j.visible_at <= self.now and j.job_id not in self.held]
 
     def finish(self, job_id: str, state: str = "COMPLETED") -> None:
         """End every task of ``job_id``."""
@@ -108,6 +112,8 @@ class LyingSlurm:
             out = "ClusterName = fake\nMaxArraySize = 1001\nMinJobAge = 300 sec\n"
         elif cmd == "sacctmgr":
             out = ""
+        elif cmd == "sdiag":
+            out = f"Server thread count:  3\nAgent queue size:     0\nDBD Agent queue size: {len(self.held)}\n"
         elif cmd == "squeue" and "--format=%F|%k" in argv:
             if self.squeue_broken:
                 rc, err = 1, "squeue: error: Unable to contact slurm controller (connect failure)\n"

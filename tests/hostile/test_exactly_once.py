@@ -95,6 +95,65 @@ def test_accounting_down_on_resume_submits_nothing_and_names_the_chunk(tmp_path,
     assert set(runs) == {p.point_id for p in prepared.points} and set(runs.values()) == {1}, runs
 
 
+def test_records_slurmctld_still_holds_are_not_a_no(tmp_path, monkeypatch):
+    """slurmdbd is back, but slurmctld has not sent what it kept: sacct misses the purged job (sdiag says so)."""
+    fake = LyingSlurm(accounting_knows=True)
+    prepared = _prepare(tmp_path, fake, monkeypatch)
+    ledger = open_ledger(prepared)
+    _crash_after_sbatch(fake, monkeypatch, nth=2)
+    with pytest.raises(Crash):
+        _submitter(prepared, ledger, fake).submit()
+    ledger.close()
+    monkeypatch.setattr(process, "run_command", fake)
+    unrecorded = max(fake.jobs, key=int)
+    fake.finish(unrecorded)
+    fake.purge(unrecorded)
+    fake.held.add(unrecorded)  # in neither squeue nor sacct: only sdiag's DBD Agent queue says it exists
+    with Ledger.open(prepared.folder) as ledger:
+        with pytest.raises(SubmitError, match="unresolved"):
+            _submitter(prepared, ledger, fake).submit()
+        assert fake.sbatch_calls() == 2
+    fake.held.clear()  # slurmctld sent it
+    with Ledger.open(prepared.folder) as ledger:
+        assert _submitter(prepared, ledger, fake).submit().recovered == 1
+        assert ledger.check_invariants() == []
+    runs = _points_run(fake, prepared.folder)
+    assert set(runs) == {p.point_id for p in prepared.points} and set(runs.values()) == {1}, runs
+
+
+@pytest.mark.parametrize(("capture", "held"), [("sdiag_dbd_down.txt", 5), ("sdiag.txt", 5)])
+def test_sdiag_backlog_is_read_from_real_output(capture, held):
+    """Real sdiag (Slurm 22.05): slurmdbd down with a job's records held, and 3 s after it came back."""
+    from hpcjobs.schedulers.slurm.formats import parse_dbd_agent_queue
+
+    text = (ROOT / "tests" / "data" / "slurm" / "testbed" / capture).read_text()
+    assert parse_dbd_agent_queue(text) == held
+    assert parse_dbd_agent_queue(text.replace(f"DBD Agent queue size: {held}", "DBD Agent queue size: 0")) == 0
+
+
+@pytest.mark.parametrize("sdiag", ["", "sdiag: error: Access/permission denied\n", "Agent queue size: 3\n"])
+def test_an_sdiag_that_does_not_say_leaves_the_history_in_charge(sdiag, tmp_path, monkeypatch):
+    """A site that restricts sdiag (or an answer without the line): the history's answer stands, as before."""
+    from hpcjobs.schedulers.slurm.formats import parse_dbd_agent_queue
+
+    assert parse_dbd_agent_queue(sdiag) is None
+    fake = LyingSlurm(accounting_knows=True)
+    real = fake.__call__
+
+    def restricted(argv, **kw):
+        if argv[0] == "sdiag":
+            return process.CommandResult(tuple(argv), 1 if "error" in sdiag else 0, "" if "error" in sdiag else sdiag,
+                                         sdiag if "error" in sdiag else "", 0.0)
+        return real(argv, **kw)
+
+    prepared = _prepare(tmp_path, fake, monkeypatch, n=10)
+    monkeypatch.setattr(process, "run_command", restricted)
+    client = SchedulerClient(get_backend("slurm"))
+    from hpcjobs.sweep.lookup import tagged_jobs
+
+    assert tagged_jobs(client, prepared.sweep_id, prepared.experiment.name, "me").conclusive
+
+
 def test_history_failing_after_an_ambiguous_answer_is_not_a_no(tmp_path, monkeypatch):
     """A lost sbatch answer, the job already gone from squeue, sacct down: the chunk is not sent again."""
     fake = LyingSlurm(script=["ok", "timeout"], delay=0.0, accounting_knows=True)
@@ -299,3 +358,12 @@ def test_resubmit_stops_when_the_queue_cannot_be_asked(tmp_path, monkeypatch):
     assert fake.sbatch_calls() == 1
     with Ledger.open(prepared.folder) as again:
         assert again.summary() == {"FAILED": 5}  # nothing reset, nothing submitted
+
+
+def test_a_new_sweep_starts_while_slurmctld_holds_records(tmp_path, monkeypatch):
+    """A busy cluster's backlog (sdiag) does not stop a new sweep: only a chunk in doubt waits for it."""
+    fake = LyingSlurm(accounting_knows=True, held={"1"})
+    prepared = _prepare(tmp_path, fake, monkeypatch, n=10)
+    with open_ledger(prepared) as ledger:
+        assert _submitter(prepared, ledger, fake).submit().points_submitted == 10
+    assert not any(argv[0] == "sdiag" for argv in fake.calls)

@@ -124,8 +124,14 @@ def test_accounting_down_on_resume_submits_nothing_then_recovers(staged, workdir
             assert rerun.returncode == 1, rerun.stderr
             assert "unresolved" in rerun.stderr and "run the same command again" in rerun.stderr, rerun.stderr
             assert not _tagged_in_queue(sweep_id), "submitted while the chunk was undecided"
-    # slurmdbd is back: slurmctld sends the job it held, and the rerun finds it by its tag
-    wait_for("the purged job in sacct again", lambda: _tagged_in_accounting(sweep_id) == queued, timeout=60)
+    # slurmdbd is back, but slurmctld sends what it kept only after a while (sdiag's DBD Agent queue): a
+    # rerun at once must not take the missing job for "not submitted"; it waits, or stops undecided
+    at_once = _sweep(exp, root, workdir, env={"HPCJOBS_SUBMIT_LOOKUP_S": "1"})
+    assert at_once.returncode in (0, 1), at_once.stderr
+    assert len(_tagged_in_queue(sweep_id) | _tagged_in_accounting(sweep_id)) <= 2
+    wait_for("slurmctld sent its records (sdiag)", lambda: "DBD Agent queue size: 0" in run_command(
+        ["sdiag"], timeout=30).stdout, timeout=90)
+    wait_for("the purged job in sacct again", lambda: queued <= _tagged_in_accounting(sweep_id), timeout=60)
     final = _sweep(exp, root, workdir)
     assert final.returncode == 0, final.stderr
     _wait_done(sweep_id, root)

@@ -487,3 +487,15 @@ def cluster_limits_from_config(config: Mapping[str, str]) -> ClusterLimits:
         max_job_count=_leading_int(config.get("MaxJobCount")),
         min_job_age_s=_leading_int(config.get("MinJobAge")),
     )
+
+
+_DBD_AGENT_QUEUE = re.compile(r"^\s*DBD Agent queue size:\s*(\d{1,12})\s*$", re.MULTILINE)
+
+
+def parse_dbd_agent_queue(sdiag: str) -> int | None:
+    """The ``DBD Agent queue size: N`` of ``sdiag`` output (records slurmctld has not sent to slurmdbd).
+
+    ``None`` when the line is missing (a site that restricts ``sdiag`` prints an error instead).
+    """
+    found = _DBD_AGENT_QUEUE.search(sdiag)
+    return int(found.group(1)) if found else None
