@@ -7,16 +7,17 @@ click application on a login node's slow shared filesystem.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from hpcjobs import __version__
-from hpcjobs.errors import ConfigError, HpcJobsError
+from hpcjobs.errors import ConfigError, HpcJobsError, terminal_text
 
 if TYPE_CHECKING:
     from hpcjobs.schedulers.base import Capabilities
@@ -74,10 +75,30 @@ class SchedulerChoice(_StrChoice):
 
 
 def console(stderr: bool = True) -> Any:
-    """A rich console (stderr by default); plain text when not a terminal."""
-    from rich.console import Console
+    """A rich console (stderr by default); plain text when not a terminal.
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    It shows the control and format characters of what it prints escaped
+    (:class:`hpcjobs.commands.terminal.TerminalConsole`); tables are made with :func:`new_table`.
+    """
+    from hpcjobs.commands.terminal import TerminalConsole
+
+    return TerminalConsole(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def new_table(*headers: Any, **kwargs: Any) -> Any:
+    """A rich table (:class:`rich.table.Table`'s arguments) whose title, headers and cells are shown with their
+    control and format characters escaped (:class:`hpcjobs.commands.terminal.TerminalTable`)."""
+    from hpcjobs.commands.terminal import TerminalTable
+
+    return TerminalTable(*headers, **kwargs)
+
+
+def echo(message: object = "", *, err: bool = False, nl: bool = True) -> None:
+    """``click.echo`` of a message for a person: control and format characters escaped, its own newlines kept.
+
+    Machine output (JSON, CSV, a rendered script, a site file) is printed with ``click.echo`` as it is.
+    """
+    click.echo(terminal_text(message, keep="\n"), err=err, nl=nl)
 
 
 def _report_error(exc: HpcJobsError) -> None:
@@ -88,8 +109,9 @@ def _report_error(exc: HpcJobsError) -> None:
         n = len(exc.problems)
         out.print(f"[bold red]error:[/] {n} problem{'s' if n != 1 else ''} found")
         for p in sorted(exc.problems, key=lambda p: (p.file or "", p.line or 0, p.column or 0)):
-            out.print(f"  [bold]{escape(p.location() or '-')}[/]: " + escape(str(p)[len(p.location()) + 2:]
-                                                                                  if p.location() else str(p)))
+            where = p.location()
+            text = str(p)[len(where) + 2:] if where else str(p)
+            out.print(f"  [bold]{escape(terminal_text(where or '-'))}[/]: " + escape(terminal_text(text, keep="\n")))
     else:
         out.print(f"[bold red]error:[/] {escape(_command_failure_text(exc))}")
 
@@ -98,23 +120,37 @@ def _command_failure_text(exc: HpcJobsError) -> str:
     """The message of an exit-1 error, followed by the failed command it came from when it does not show it.
 
     A failure wrapped in another error (a refused submission, an ambiguous answer) must still show
-    the command line, its exit code and its stderr.
+    the command line, its exit code and its stderr. Scheduler output is shown on a terminal: the
+    text has its control characters escaped (:func:`~hpcjobs.errors.terminal_text`).
     """
     import shlex
 
-    from hpcjobs.errors import CommandError, SchedulerOutputError, printable
+    from hpcjobs.errors import CommandError, SchedulerOutputError
 
-    text = printable(str(exc))  # scheduler output on a terminal: no escape sequences
+    text = str(exc)
     seen: set[int] = set()
     cause: BaseException | None = exc.__cause__ or exc.__context__
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
         if isinstance(cause, CommandError | SchedulerOutputError) and getattr(cause, "argv", None):
-            if printable(shlex.join(cause.argv or [])) not in text:
+            if shlex.join(cause.argv or []) not in text:
                 text += f"\ncaused by: {cause}"
             break
         cause = cause.__cause__ or cause.__context__
-    return text
+    return terminal_text(text, keep="\n")
+
+
+@contextlib.contextmanager
+def _terminal_safe_click_errors() -> Iterator[None]:
+    """Click's own errors (a bad option value, an unknown option) with their control characters escaped.
+
+    Click prints the message itself (``Error: ...``); what the user typed is in it.
+    """
+    try:
+        yield
+    except click.ClickException as exc:
+        exc.message = terminal_text(exc.message, keep="\n")
+        raise
 
 
 def handle_errors(func: F) -> F:
@@ -138,11 +174,8 @@ def handle_errors(func: F) -> F:
             import traceback
 
             traceback.print_exc()
-            click.echo(
-                f"hpcjobs {__version__}: unexpected error ({type(exc).__name__}: {exc}). "
-                "This is a bug in hpcjobs: please report it with the traceback above.",
-                err=True,
-            )
+            echo(f"hpcjobs {__version__}: unexpected error ({type(exc).__name__}: {exc}). "
+                 "This is a bug in hpcjobs: please report it with the traceback above.", err=True)
             sys.exit(EXIT_BUG)
 
     return wrapper  # type: ignore[return-value]
@@ -158,6 +191,18 @@ class LazyGroup(click.Group):
     def __init__(self, *args: Any, lazy_commands: dict[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lazy_commands = lazy_commands or {}
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        """Click's context, its errors (a bad option of the group) shown with control characters escaped."""
+        with _terminal_safe_click_errors():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand; click's errors (a bad option value, an unknown option) shown with control
+        characters escaped."""
+        with _terminal_safe_click_errors():
+            return super().invoke(ctx)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy_commands])
@@ -237,7 +282,7 @@ def render(experiment: str, site: str | None, overrides: tuple[str, ...], output
     result = render_request(RenderRequest(experiment, site=site, overrides=overrides, template_dirs=template_dir,
                                           output_dir=output_dir, script_only=script_only), packed=render_packed)
     for path in result.written:
-        click.echo(str(path))
+        echo(str(path))
     if result.text is not None:
         click.echo(result.text, nl=False)
 
@@ -273,7 +318,7 @@ def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refres
 
         overrides, chosen = with_partition(experiment, partition, site=site, overrides=overrides)
         if chosen:
-            click.echo(chosen, err=True)
+            echo(chosen, err=True)
     sub = submit_single(experiment, site=site, overrides=overrides, refresh_site=refresh_site, root=root, new=new,
                         after=after)
     if as_json:
@@ -286,18 +331,18 @@ def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refres
     from hpcjobs.sweep.logs import log_command
 
     if sub.new:
-        click.echo(f"submitted job {sub.job_id} to {sub.site} ({sub.scheduler}); script {sub.script}")
+        echo(f"submitted job {sub.job_id} to {sub.site} ({sub.scheduler}); script {sub.script}")
     elif sub.recovered:
-        click.echo(f"job {sub.job_id} ({sub.state}) was submitted by an earlier run whose answer was lost; found by "
+        echo(f"job {sub.job_id} ({sub.state}) was submitted by an earlier run whose answer was lost; found by "
                    "its token, not submitted again")
     else:
-        click.echo(f"job {sub.job_id} ({sub.state}) was already submitted for this request ({sub.request_id}); not "
+        echo(f"job {sub.job_id} ({sub.state}) was already submitted for this request ({sub.request_id}); not "
                    "submitted again (--new submits another)")
     if sub.stdout is not None:
-        click.echo(f"logs: {sub.stdout} and {sub.stderr}")
+        echo(f"logs: {sub.stdout} and {sub.stderr}")
     elif sub.job_id and log_command(sub.scheduler, sub.job_id):  # Swarm, Kubernetes: the scheduler's log
-        click.echo(f"logs: {log_command(sub.scheduler, sub.job_id)}")
-    click.echo(f"follow it with: hpcjobs status {sub.job_id} · hpcjobs logs {sub.job_id} -f")
+        echo(f"logs: {log_command(sub.scheduler, sub.job_id)}")
+    echo(f"follow it with: hpcjobs status {sub.job_id} · hpcjobs logs {sub.job_id} -f")
 
 
 @main.group()
@@ -325,12 +370,10 @@ def site_list(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    from rich.table import Table
-
-    table = Table("site", "scheduler", "description", "file", box=None)
+    listing = new_table("site", "scheduler", "description", "file", box=None)
     for r in rows:
-        table.add_row(str(r["name"]), str(r["scheduler"]), str(r["description"]), str(r["path"]))
-    console(stderr=False).print(table)
+        listing.add_row(str(r["name"]), str(r["scheduler"]), str(r["description"]), str(r["path"]))
+    console(stderr=False).print(listing)
 
 
 @site.command("show")
@@ -347,25 +390,23 @@ def site_show(name: str, as_json: bool) -> None:
     if as_json:
         click.echo(cfg.model_dump_json(indent=2))
         return
-    from rich.table import Table
-
     out = console(stderr=False)
     out.print(f"[bold]{cfg.name}[/] ({cfg.scheduler}) {cfg.description}\nfile: {path}")
     if cfg.documentation:
         out.print(f"limits from: {cfg.documentation}")
     if cfg.partitions:
-        table = Table("partition", "max walltime", "max nodes", "cpus/node", "mem/node", "gpus/node",
-                      "gpu types", box=None)
+        partitions = new_table("partition", "max walltime", "max nodes", "cpus/node", "mem/node", "gpus/node",
+                           "gpu types", box=None)
         for pname, p in cfg.partitions.items():
             mark = " (default)" if pname == cfg.default_partition else ""
-            table.add_row(
+            partitions.add_row(
                 pname + mark,
                 format_walltime_slurm(p.max_walltime) if p.max_walltime else "-",
                 str(p.max_nodes or "-"), str(p.cpus_per_node or "-"),
                 format_memory_human(p.memory_per_node) if p.memory_per_node else "-",
                 str(p.gpus_per_node), ", ".join(p.gpu_types) or "-",
             )
-        out.print(table)
+        out.print(partitions)
 
 
 @site.command("init")
@@ -380,7 +421,7 @@ def site_init(scheduler: str, output: str | None, name: str | None) -> None:
 
     found = discover_site(scheduler, name=name)
     if output:
-        click.echo(f"wrote {write_site_file(found, output)} (site {found.name}, {len(found.partitions)} partitions)")
+        echo(f"wrote {write_site_file(found, output)} (site {found.name}, {len(found.partitions)} partitions)")
     else:
         click.echo(site_yaml(found), nl=False)
 
@@ -394,10 +435,10 @@ def site_diff(site_name: str) -> None:
 
     lines = diff_site_file(site_name)
     for line in lines:
-        click.echo(line)
+        echo(line)
     if lines:
         sys.exit(EXIT_COMMAND_FAILED)
-    click.echo(f"{site_name}: matches the cluster")
+    echo(f"{site_name}: matches the cluster")
 
 
 @site.command("validate")
@@ -411,7 +452,7 @@ def site_validate(files: tuple[str, ...]) -> None:
     problems = check_site_files(files, lambda job: render_job(job).text)
     for f in files:
         if not any(p.file == f for p in problems):
-            click.echo(f"ok  {f}")
+            echo(f"ok  {f}")
     if problems:
         raise ConfigError(problems)
 

@@ -19,7 +19,9 @@ MESSAGE_EXCERPT_BYTES = 64 * 1024
 #: Most bytes of a scheduler's unreadable output shown with a parse error.
 PARSE_EXCERPT_BYTES = 4 * 1024
 
-_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: Unicode categories :func:`terminal_text` shows escaped: controls (C0, DEL, C1), format characters (bidi
+#: overrides and isolates, zero-width joiners, soft hyphen...), lone surrogates, line and paragraph separators.
+TERMINAL_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def excerpt(text: str, limit: int = MESSAGE_EXCERPT_BYTES, *, omitted: int = 0) -> str:
@@ -53,13 +55,52 @@ def _cut(text: str, limit: int, omitted: int = 0) -> tuple[str, int]:
     return f"{head}\n... {dropped + omitted} bytes omitted ...\n{tail}", dropped
 
 
+def terminal_text(value: object, *, keep: str = "") -> str:
+    """``str(value)`` as it may be shown on a terminal: every control or format character written as an escape.
+
+    An escape sequence, a carriage return or a backspace in a value (a parameter, a metric, a job name
+    from a saved sacct file, a scheduler's error text) could redraw the screen, hide what was printed
+    before it or fake another line; a bidi override (U+202E) or isolate reorders what follows it. Each
+    character of :data:`TERMINAL_ESCAPED_CATEGORIES` is shown as Python writes it in a string literal:
+    ``\\x1b`` below U+0100, ``\\u202e`` below U+10000, ``\\U000e0001`` above. Everything else (letters of
+    every script, emoji, spaces of every kind) is kept.
+
+    Args:
+        value: What is shown (``str()`` of it).
+        keep: Characters kept as they are where the layout puts them (``"\\n"`` in a message of
+            several lines); a table cell keeps none.
+
+    Returns:
+        The text, unchanged when it holds nothing to escape (the common case costs one
+        :meth:`str.isprintable`).
+    """
+    text = value if isinstance(value, str) else str(value)
+    if text.isprintable():
+        return text
+    return _MAYBE_ESCAPED_RE.sub(lambda m: _escaped(m.group(), keep), text)
+
+
+#: Every character that may be escaped (ASCII controls and DEL, and all of non-ASCII): the callback decides.
+_MAYBE_ESCAPED_RE = re.compile("[\x00-\x1f\x7f-\U0010ffff]")
+
+
+def _escaped(ch: str, keep: str) -> str:
+    """``ch`` escaped when :func:`terminal_text` shows it escaped, else ``ch``."""
+    import unicodedata
+
+    if ch in keep or ch.isprintable() or unicodedata.category(ch) not in TERMINAL_ESCAPED_CATEGORIES:
+        return ch
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def printable(text: str) -> str:
-    """``text`` with control characters (other than newline and tab) shown as ``\\xNN``.
+    """``text`` with control and format characters other than newline and tab shown escaped (:func:`terminal_text`).
 
     Scheduler output is shown on a terminal: an escape sequence or a carriage return in it must
     not redraw the screen or hide the lines before it.
     """
-    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return terminal_text(text, keep="\n\t")
 
 
 class HpcJobsError(Exception):

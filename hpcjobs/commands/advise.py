@@ -8,7 +8,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from hpcjobs.cli import SchedulerChoice, console, count_range, handle_errors
+from hpcjobs.cli import SchedulerChoice, console, count_range, echo, handle_errors, new_table
 
 
 def _fraction(text: str, option: str, low: float, high: float) -> float:
@@ -53,7 +53,6 @@ def settings_from(quantile: str, margin: str, min_runs: int) -> Any:
 def print_advice(advice: Any, label: str) -> None:
     """The advice as rich tables: the proposals, the raises, the savings."""
     from rich.markup import escape
-    from rich.table import Table
 
     from hpcjobs.accounting.reports.advise import format_memory, format_walltime
 
@@ -73,8 +72,8 @@ def print_advice(advice: Any, label: str) -> None:
             return format_walltime(int(value))
         return f"{value:.2f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
 
-    table = Table("resource", "asked", "used max", f"p{s.quantile * 100:g}", "proposed", "runs", box=None,
-                  title="proposals (memory per node)", title_justify="left")
+    table = new_table("resource", "asked", "used max", f"p{s.quantile * 100:g}", "proposed", "runs", box=None,
+                      title="proposals (memory per node)", title_justify="left")
     for r in advice.resources:
         table.add_row(r.resource, shown(r.resource, r.asked), shown(r.resource, r.used_max),
                       shown(r.resource, r.used_quantile),
@@ -82,8 +81,8 @@ def print_advice(advice: Any, label: str) -> None:
                       f"{r.measured}/{r.runs}")
     out.print(table)
     if advice.raises:
-        raises = Table("state", "resource", "runs", "asked", "ask", "note", box=None, title="runs that hit a limit",
-                       title_justify="left")
+        raises = new_table("state", "resource", "runs", "asked", "ask", "note", box=None, title="runs that hit a limit",
+                           title_justify="left")
         for lr in advice.raises:
             raises.add_row(lr.state, lr.resource, str(len(lr.jobs)), shown(lr.resource, lr.asked),
                            "[red]blocked[/]" if lr.blocked else (lr.proposed_text or "-"), escape(lr.note))
@@ -151,7 +150,6 @@ def advise(sweep: str | None, name: str | None, from_file: str | None, quantile:
 def print_wait(wait: Any) -> None:
     """The expected queue wait of the asked and the proposed request, and the difference."""
     from rich.markup import escape
-    from rich.table import Table
 
     from hpcjobs.accounting.reports.advise import format_walltime
     from hpcjobs.plan.advice_wait import duration_text as d
@@ -162,8 +160,8 @@ def print_wait(wait: Any) -> None:
         return
     out.print(f"queue wait on {escape(wait.partition or '?')}, jobs started in the last {wait.days} days "
               f"({wait.history_jobs} jobs)", highlight=False)
-    table = Table("", "walltime", "GPUs", "similar", "p50", "p90", "class", "in class", "p50", "p90", box=None,
-                  padding=(0, 1, 0, 0))
+    table = new_table("", "walltime", "GPUs", "similar", "p50", "p90", "class", "in class", "p50", "p90", box=None,
+                      padding=(0, 1, 0, 0))
     for name, r in (("asked", wait.asked), ("proposed", wait.proposed)):
         if r is None:
             continue
@@ -189,7 +187,7 @@ def resubmit_right_sized(folder: Any, settings: Any, which: tuple[str, ...], thr
     prepared, advice, changes, report, reset = right_size_resubmit(
         folder, settings=settings, which=which, throttle=throttle, force=force, from_file=accounting_file)
     if not advice.enough:
-        click.echo(f"no advice from history ({advice.message}): only the raises for runs that hit a limit apply")
+        echo(f"no advice from history ({advice.message}): only the raises for runs that hit a limit apply")
 
     def shown(key: str, value: int | None) -> str:
         if value is None:
@@ -200,13 +198,13 @@ def resubmit_right_sized(folder: Any, settings: Any, which: tuple[str, ...], thr
 
     for ch in changes:
         if ch.blocked:
-            click.echo(f"point {ch.point_id} ({ch.state}): {ch.blocked}")
+            echo(f"point {ch.point_id} ({ch.state}): {ch.blocked}")
         if ch.changes:
             what = "; ".join(f"{k} {shown(k, before)} -> {shown(k, after)} ({ch.why.get(k, '')})"
                              for k, (before, after) in ch.changes.items())
-            click.echo(f"point {ch.point_id} ({ch.state}): {what}")
+            echo(f"point {ch.point_id} ({ch.state}): {what}")
         elif not ch.blocked:
-            click.echo(f"point {ch.point_id} ({ch.state}): unchanged")
+            echo(f"point {ch.point_id} ({ch.state}): unchanged")
     assert report is not None
-    click.echo(f"sweep {prepared.sweep_id}: {reset} point(s) reset; submitted {report.points_submitted} in "
-               f"{report.chunks_submitted} job(s) {' '.join(report.job_ids)}".rstrip())
+    echo(f"sweep {prepared.sweep_id}: {reset} point(s) reset; submitted {report.points_submitted} in "
+         f"{report.chunks_submitted} job(s) {' '.join(report.job_ids)}".rstrip())

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpcjobs.cli import console, handle_errors
+from hpcjobs.cli import console, handle_errors, new_table
 
 if TYPE_CHECKING:
     from hpcjobs.plan.api import Plan
@@ -53,7 +53,6 @@ def _wait(row: PlanRow) -> str:
 
 def _print(result: Plan) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
     out = console(stderr=False)
     req = result.request
@@ -63,7 +62,7 @@ def _print(result: Plan) -> None:
     out.print(f"[bold]{escape(result.experiment)}[/] on {escape(result.site)} ({result.scheduler}): {what}; "
               f"asked at {result.planned_at:%Y-%m-%d %H:%M:%S} UTC")
     queues = result.queue_states  # the queue's state (PBS Pro) in place of a start estimate
-    table = Table(box=None)
+    table = new_table(box=None)
     for name in ("partition", "fits", "queue (Q/R)" if queues else "expected start", "wait p50 / p90 (jobs)",
                  "core-h", "GPU-h", "billing-h", "why not"):
         table.add_column(name)

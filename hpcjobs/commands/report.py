@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from hpcjobs.accounting.reports.catalog import SECTION_CHOICES
-from hpcjobs.cli import SchedulerChoice, console, count_range, handle_errors
+from hpcjobs.cli import SchedulerChoice, console, count_range, echo, handle_errors, new_table
 
 
 def _machine_frame(df: Any) -> Any:
@@ -43,15 +43,13 @@ def _records(df: Any) -> list[dict[str, Any]]:
 
 
 def _print_tables(tables: dict[str, Any], max_rows: int) -> None:
-    from rich.table import Table
-
     from hpcjobs.accounting.reports.html import SHORT_NAMES, format_cell
 
     out = console(stderr=False)
     if not out.is_terminal:  # piped or redirected: full width, never cut to 80 columns
         out.width = max(out.width, 100_000)
     for name, df in tables.items():
-        table = Table(title=name.replace("_", " "), title_justify="left", box=None, header_style="bold")
+        table = new_table(title=name.replace("_", " "), title_justify="left", box=None, header_style="bold")
         for c in df.columns:
             text = df[c].dtype.kind in "OUS" or str(df[c].dtype) in ("string", "category", "str")
             table.add_column(SHORT_NAMES.get(str(c), str(c)), no_wrap=True, justify="left" if text else "right")
@@ -137,9 +135,9 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
         columns=columns.split(",") if columns else None, plot_dir=plot_dir, plot_format=plot_format,
         html_file=html_file))
     for warning in built.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        echo(f"warning: {warning}", err=True)
     for path in built.written:
-        click.echo(f"wrote {path}", err=True)
+        echo(f"wrote {path}", err=True)
     tables = built.tables
     if as_json:
         click.echo(json.dumps({name: _records(t) for name, t in tables.items()}, indent=2, default=str))

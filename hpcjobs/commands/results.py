@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from hpcjobs.cli import console, count_range, handle_errors
+from hpcjobs.cli import console, count_range, echo, handle_errors, new_table
 
 STATE_STYLE = {"COMPLETED": "green", "FAILED": "red", "TIMEOUT": "red", "OUT_OF_MEMORY": "red",
                "CANCELLED": "yellow", "RUNNING": "cyan", "PENDING": "blue", "NODE_FAIL": "red"}
@@ -56,12 +56,11 @@ def results(sweep_name: str, sort: tuple[str, ...], top: int | None, root: str |
         click.echo(frame.to_json(orient="records", double_precision=15))
         return
     from rich.markup import escape
-    from rich.table import Table
 
     shown = [c for c in frame.columns if c not in ("log_out", "log_err", "result_error")]
     errors = "result_error" in frame.columns and bool(frame["result_error"].notna().any())
-    table = Table(*shown, *(["result_error"] if errors else []), box=None,
-                  caption=None if metrics else "no metrics: declare `results:` in the experiment")
+    table = new_table(*shown, *(["result_error"] if errors else []), box=None,
+                      caption=None if metrics else "no metrics: declare `results:` in the experiment")
     for values in frame.to_dict(orient="records"):
         cells = []
         for col in shown:
@@ -98,6 +97,7 @@ def logs(sweep_name: str, point: str | None, index: int | None, failed: bool, st
     """Show the stdout and stderr of SWEEP's points (one point, by index, or by state), or of the job JOB_ID
     submitted with `hpcjobs submit` (`1234`, `1234.server`)."""
     from hpcjobs import states
+    from hpcjobs.errors import printable
     from hpcjobs.sweep.log_files import sweep_logs
     from hpcjobs.sweep.logs import follow, tail_text
 
@@ -108,7 +108,7 @@ def logs(sweep_name: str, point: str | None, index: int | None, failed: bool, st
                                  param_hint="--state")
     selected = sweep_logs(sweep_name, root=root, point=point, index=index, only_states=wanted, failed=failed)
     if not selected:
-        click.echo("no points match", err=True)
+        echo("no points match", err=True)
         return
     files = []
     inside: dict[Path, Path] = {}
@@ -119,21 +119,21 @@ def logs(sweep_name: str, point: str | None, index: int | None, failed: bool, st
             inside[path] = p.inside(path)
             what = f"job {p.job_id or '(not submitted)'} ({p.state}" if p.single else \
                 f"point {p.point_id} (index {p.index}, {p.state}"
-            click.echo(f"==> {label} of {what}{exit_text}): {path} <==")
+            echo(f"==> {label} of {what}{exit_text}): {path} <==")
             text = tail_text(path, None if all_lines else tail, inside=p.inside(path))
             if text:
-                click.echo(text, nl=not text.endswith("\n"))
+                click.echo(printable(text), nl=not text.endswith("\n"))  # the file's tabs kept
             elif not path.exists():
-                click.echo("(no such file yet)")
+                echo("(no such file yet)")
     if not follow_:
         return
     current = None
     try:
         for path, text in follow(files, interval=interval, inside=inside):
             if path != current:
-                click.echo(f"==> {path} <==")
+                echo(f"==> {path} <==")
                 current = path
-            click.echo(text, nl=False)
+            click.echo(printable(text), nl=False)
             sys.stdout.flush()
     except KeyboardInterrupt:
         return

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from hpcjobs.cli import console, count_range, handle_errors
+from hpcjobs.cli import console, count_range, echo, handle_errors, new_table
 from hpcjobs.commands.advise import advice_options
 from hpcjobs.states import TERMINAL_STATES
 
@@ -71,7 +71,7 @@ def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overri
 
         overrides, chosen = with_partition(experiment, partition, site=site, overrides=overrides)
         if chosen:
-            click.echo(chosen, err=True)
+            echo(chosen, err=True)
     bar = None if (as_json or dry_run) else _progress_bar("points")
     task = None
 
@@ -102,11 +102,11 @@ def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overri
         else:
             if show_script and report.dry_run_script:
                 click.echo(report.dry_run_script)
-            click.echo(f"# sweep {prepared.sweep_id}: {len(prepared.points)} points on {prepared.site.name}"
-                       + (f", {len(prepared.shapes)} job shapes" if len(prepared.shapes) > 1 else ""))
+            echo(f"# sweep {prepared.sweep_id}: {len(prepared.points)} points on {prepared.site.name}"
+                 + (f", {len(prepared.shapes)} job shapes" if len(prepared.shapes) > 1 else ""))
             console(stderr=False).print(_dry_table(prepared, DRY_RUN_ROWS))
             for argv in report.dry_run_commands:
-                click.echo(shlex.join(argv))
+                echo(shlex.join(argv))
         return
     if as_json:
         click.echo(json.dumps({"sweep_id": prepared.sweep_id, "folder": str(prepared.folder),
@@ -114,12 +114,12 @@ def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overri
                                "points_submitted": report.points_submitted, "recovered": report.recovered,
                                "job_ids": report.job_ids}))
         return
-    click.echo(f"sweep {prepared.sweep_id}: {len(prepared.points)} points; submitted {report.points_submitted} in "
-               f"{report.chunks_submitted} job(s) {' '.join(report.job_ids)}".rstrip())
+    echo(f"sweep {prepared.sweep_id}: {len(prepared.points)} points; submitted {report.points_submitted} in "
+         f"{report.chunks_submitted} job(s) {' '.join(report.job_ids)}".rstrip())
     from hpcjobs.schedulers.registry import capabilities_of
 
     if not detach and not capabilities_of(prepared.site.scheduler).runs_here:
-        click.echo(f"follow it with: hpcjobs status {prepared.sweep_id} --watch")
+        echo(f"follow it with: hpcjobs status {prepared.sweep_id} --watch")
 
 
 #: Points ``status --points`` lists unless ``--limit`` says otherwise.
@@ -138,7 +138,6 @@ def _dry_points(prepared: Any) -> list[dict[str, Any]]:
 
 def _dry_table(prepared: Any, limit: int) -> Any:
     from rich.markup import escape
-    from rich.table import Table
 
     from hpcjobs.sweep.points.point import env_value
 
@@ -146,8 +145,8 @@ def _dry_table(prepared: Any, limit: int) -> Any:
     names = list(dict.fromkeys(k for p in points[:limit] for k in p.params))
     shown = min(limit, len(points))
     more = f" (first {shown} of {len(points)}; --json lists all)" if len(points) > shown else ""
-    table = Table("index", "point", *(["shape"] if len(prepared.shapes) > 1 else []), *map(escape, names),
-                  title=f"points{more}", box=None)
+    table = new_table("index", "point", *(["shape"] if len(prepared.shapes) > 1 else []), *map(escape, names),
+                      title=f"points{more}", box=None)
     for p in points[:limit]:
         spelled = dict(p.spelled)
         cells = [escape(spelled.get(n) or env_value(p.params[n])) if n in p.params else "" for n in names]
@@ -157,12 +156,10 @@ def _dry_table(prepared: Any, limit: int) -> Any:
 
 
 def _status_table(status: Any, job: Any = None) -> Any:
-    from rich.table import Table
-
     if job is not None:  # a single job of `hpcjobs submit`
         return _job_table(job)
-    table = Table(title=f"{status.sweep_id} ({status.site}, {status.scheduler}): "
-                        f"{status.finished}/{status.total} finished", box=None)
+    table = new_table(title=f"{status.sweep_id} ({status.site}, {status.scheduler}): "
+                          f"{status.finished}/{status.total} finished", box=None)
     table.add_column("state")
     table.add_column("points", justify="right")
     for state, n in sorted(status.counts.items(), key=lambda kv: -kv[1]):
@@ -173,10 +170,9 @@ def _status_table(status: Any, job: Any = None) -> Any:
 def _job_table(job: Any) -> Any:
     """A single job: its state, exit code, attempts and files."""
     from rich.markup import escape
-    from rich.table import Table
 
-    table = Table(title=f"job {job.job_id or '-'} ({job.request_id}, {job.site}, {job.scheduler})", box=None,
-                  show_header=False)
+    table = new_table(title=f"job {job.job_id or '-'} ({job.request_id}, {job.site}, {job.scheduler})", box=None,
+                      show_header=False)
     table.add_column(style="bold")
     table.add_column()
     done = job.exit_code is not None and job.state in TERMINAL_STATES
@@ -264,11 +260,10 @@ def status(sweep_name: str, root: str | None, watch: bool, interval: float, show
                   f"resubmit the upstream, then hpcjobs resubmit {st.sweep_id}", highlight=False)
     if show_points:
         from rich.markup import escape
-        from rich.table import Table
 
         shown = f"points {offset:,}-{offset + len(st.points) - 1:,}" if st.points else f"no points from {offset:,}"
         which = f" in {', '.join(point_states)}" if point_states else ""
-        table = Table("index", "point", "state", "exit", "job", "params", box=None, title=f"{shown}{which}")
+        table = new_table("index", "point", "state", "exit", "job", "params", box=None, title=f"{shown}{which}")
         for p in st.points:
             table.add_row(str(p.index), p.point_id, f"[{STATE_STYLE.get(p.state, 'white')}]{p.state}[/]",
                           "" if p.exit_code is None else str(p.exit_code), p.job_id or "",
@@ -287,7 +282,7 @@ def cancel(sweep_name: str, root: str | None) -> None:
     from hpcjobs.sweep.api import cancel_sweep
 
     ids = cancel_sweep(sweep_name, root=root)
-    click.echo(f"cancelled {len(ids)} job(s) {' '.join(ids)}".rstrip())
+    echo(f"cancelled {len(ids)} job(s) {' '.join(ids)}".rstrip())
 
 
 @click.command()
@@ -337,16 +332,16 @@ def resubmit(sweep_name: str, which: str, states_: tuple[str, ...], overrides: t
         sub, _reset = resubmit_single(folder, which=wanted, overrides=overrides, scale_walltime=scale_walltime,
                                       force=force)
         if sub.new:
-            click.echo(f"job {sub.request_id}: resubmitted as job {sub.job_id}")
+            echo(f"job {sub.request_id}: resubmitted as job {sub.job_id}")
         else:
-            click.echo(f"job {sub.job_id} is {sub.state}, not in {', '.join(wanted)}: not resubmitted "
-                       "(--state chooses the states)")
+            echo(f"job {sub.job_id} is {sub.state}, not in {', '.join(wanted)}: not resubmitted "
+                 "(--state chooses the states)")
         return
     sweep_name = str(folder)
     prepared, report, reset = resubmit_sweep(sweep_name, which=wanted, overrides=overrides,
                                              scale_walltime=scale_walltime, root=root, throttle=throttle, force=force)
-    click.echo(f"sweep {prepared.sweep_id}: {reset} point(s) reset; submitted {report.points_submitted} in "
-               f"{report.chunks_submitted} job(s) {' '.join(report.job_ids)}".rstrip())
+    echo(f"sweep {prepared.sweep_id}: {reset} point(s) reset; submitted {report.points_submitted} in "
+         f"{report.chunks_submitted} job(s) {' '.join(report.job_ids)}".rstrip())
 
 
 @click.command("ls")
@@ -376,17 +371,15 @@ def ls(root: str | None, poll: bool, jobs: bool, as_json: bool) -> None:
     singles = count_singles(listing.root.path)
     hint = f"{singles} single job(s) of `hpcjobs submit` too: hpcjobs ls --jobs" if singles else ""
     if not sweeps:
-        click.echo(f"no sweeps in {listing.root.describe()}" + (f"; {hint}" if hint else ""), err=True)
+        echo(f"no sweeps in {listing.root.describe()}" + (f"; {hint}" if hint else ""), err=True)
         return
     from datetime import datetime
-
-    from rich.table import Table
 
     from hpcjobs.schedulers.registry import capabilities_of
 
     now = time.time()
-    table = Table("sweep", "site", "created", "points", "states", "as of", box=None,
-                  title=f"sweeps in {listing.root.path}")
+    table = new_table("sweep", "site", "created", "points", "states", "as of", box=None,
+                      title=f"sweeps in {listing.root.path}")
     for s in sweeps:
         created = datetime.fromtimestamp(s.created_at).strftime("%Y-%m-%d %H:%M")
         summary = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items(), key=lambda kv: -kv[1]))
@@ -396,7 +389,7 @@ def ls(root: str | None, poll: bool, jobs: bool, as_json: bool) -> None:
         table.add_row(s.sweep_id, s.site, created, str(sum(s.counts.values())), summary, as_of)
     console(stderr=False).print(table)
     if hint:
-        click.echo(hint, err=True)
+        echo(hint, err=True)
 
 
 def _ls_jobs(root: str | None, poll: bool, as_json: bool) -> None:
@@ -409,16 +402,15 @@ def _ls_jobs(root: str | None, poll: bool, as_json: bool) -> None:
                                for r in rows]))
         return
     if not rows:
-        click.echo(f"no jobs of `hpcjobs submit` in {base}", err=True)
+        echo(f"no jobs of `hpcjobs submit` in {base}", err=True)
         return
     from datetime import datetime
 
     from rich.markup import escape
-    from rich.table import Table
 
     now = time.time()
-    table = Table("job", "name", "site", "submitted", "state", "exit", "as of", "stdout", box=None,
-                  title=f"jobs in {base}")
+    table = new_table("job", "name", "site", "submitted", "state", "exit", "as of", "stdout", box=None,
+                      title=f"jobs in {base}")
     for r in rows:
         j = r.job
         when = datetime.fromtimestamp(j.submitted_at or j.created_at).strftime("%Y-%m-%d %H:%M")
