@@ -174,11 +174,42 @@ def read_saved(path: str | os.PathLike[str], *, scheduler: str | None = None, tz
     check_tz(tz)
     p = Path(path)
     _check_saved_path(p)
+    formats: list[str] = []  # the format read, once detected
     try:
-        return _read_saved(p, scheduler, tz, sacct_fields, delimiter)
+        return _read_saved(p, scheduler, tz, sacct_fields, delimiter, formats)
     except READ_ERRORS as exc:  # what the locating readers below could not pin to a field
         raise ConfigError(ConfigProblem(f"a value is out of range ({type(exc).__name__}: {str(exc)[:200]})",
                                         file=str(p))) from None
+    except SchedulerOutputError as exc:  # the parsers' error, which a live call reports with its command (exit 1)
+        raise bad_saved_file(p, exc.problem, formats) from None
+    except SAVED_SHAPE_ERRORS as exc:  # a value of a type or shape no scheduler writes where the reader looked
+        raise bad_saved_file(p, f"a value has a type or shape the scheduler never writes there ({type(exc).__name__}: "
+                             f"{str(exc)[:200]})", formats) from None
+
+
+#: What a reader raises on a saved file whose values have another type or shape than the scheduler writes (a list
+#: where a name goes, a number where an object goes): the file is bad input, not a bug.
+SAVED_SHAPE_ERRORS: tuple[type[Exception], ...] = (TypeError, AttributeError, KeyError, IndexError, ValueError)
+
+#: What each format of :data:`FORMATS` is, for the messages about a saved file that does not follow it.
+FORMAT_DESCRIPTIONS = {
+    "sacct-parsable2": "sacct --parsable2 text", "sstat": "sstat text", "sacct-json": "sacct --json output",
+    "qstat-json": "qstat -f -F json output", "qstat-text": "qstat -f text", "torque-qstat-text": "Torque qstat -f text",
+    "torque-xml": "Torque qstat -f -x XML", "pbs-accounting": "a PBS accounting log",
+    "torque-accounting": "a Torque accounting log", "kubectl-json": "kubectl get jobs,pods -o json output",
+    "swarm-json": "docker inspect output of Swarm services and tasks",
+}
+
+
+def bad_saved_file(path: Path, problem: str, formats: Sequence[str] = ()) -> ConfigError:
+    """The exit-2 error of a saved file that is not what its format says: the file, what is wrong, what was expected.
+
+    The same problem in a live scheduler's output is a :class:`~hpcjobs.errors.SchedulerOutputError`
+    naming the command (exit 1); a saved file is the user's input.
+    """
+    fmt = formats[-1] if formats else None
+    expected = FORMAT_DESCRIPTIONS.get(fmt, fmt) if fmt else "saved scheduler output"
+    return ConfigError(ConfigProblem(problem, file=str(path), expected=f"{expected} as the scheduler wrote it"))
 
 
 #: The largest saved file a report reads (sacct text of a million jobs with their steps is about 600 MB).
@@ -210,7 +241,8 @@ def _check_saved_path(p: Path) -> None:
 
 
 def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Sequence[str] | None,
-                delimiter: str | None) -> pd.DataFrame:
+                delimiter: str | None, formats: list[str]) -> pd.DataFrame:
+    """:func:`read_saved` of a checked path; the detected format is appended to ``formats`` (for the messages)."""
     if p.is_dir():  # a folder of accounting logs
         fmt = "pbs-accounting"
         text = ""
@@ -228,6 +260,7 @@ def _read_saved(p: Path, scheduler: str | None, tz: str | None, sacct_fields: Se
     backend = find_backend(scheduler)
     if backend is not None:  # the scheduler's own dialect of what detection cannot tell apart
         fmt = backend.saved_format(fmt)
+    formats.append(fmt)
     if fmt == "sstat":
         raise ConfigError(ConfigProblem(sstat_message(), file=str(p)))
     if fmt == "sacct-parsable2":

@@ -106,7 +106,43 @@ def _epoch(v: Any) -> int | None:
     return v if isinstance(v, int) and v > 0 else None
 
 
-def _json_job_id(job: dict[str, Any]) -> str:
+def _kind(value: Any) -> str:
+    """``a list ([1, 2])``, ``null``, ``a number (Infinity)``...: a JSON value and its type, for messages."""
+    if value is None or isinstance(value, bool):
+        return _json_text(value)
+    kind = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__)
+    return f"{kind} ({_json_text(value)})"
+
+
+def _json_text(value: Any) -> str:
+    """A JSON value as JSON spells it (``null``, ``Infinity``), cut to 60 characters, for messages."""
+    import json
+
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:60] + "…"
+
+
+def _text(value: Any, where: str) -> str | None:
+    """A text field of ``sacct --json`` (a name, a user, a partition): a string or null.
+
+    Raises:
+        SchedulerOutputError: Another type (``where`` is its JSON path).
+    """
+    if value is None or isinstance(value, str):
+        return value
+    raise SchedulerOutputError(f"{where} is {_kind(value)}: expected a string")
+
+
+#: Above any Slurm job id (they are 32-bit), within what the accounting frame holds.
+_MAX_JOB_ID = 2**63 - 1
+
+
+def _json_job_id(job: dict[str, Any], where: str = "jobs[0]") -> str:
+    raw = job.get("job_id")
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 < raw <= _MAX_JOB_ID:
+        raise SchedulerOutputError(f"{where}.job_id is {_kind(raw)}: expected a Slurm job id (a "
+                                   "positive whole number)")
     array = job.get("array") or {}
     array_job = _num(array.get("job_id")) or 0
     task = _num(array.get("task_id"))
@@ -191,8 +227,12 @@ def read_sacct_json(source: str | bytes | dict[str, Any] | os.PathLike[str]) -> 
         raise SchedulerOutputError("sacct --json output whose 'jobs' are not sacct job objects (with 'state' and "
                                    "'time')")
     rows: list[dict[str, Any]] = []
-    for job in jobs:
-        job_id = _json_job_id(job)
+    for i, job in enumerate(jobs):
+        if not isinstance(job, dict):
+            raise SchedulerOutputError(f"jobs[{i}] is {_kind(job)}: expected a job object")
+        job_id = _json_job_id(job, f"jobs[{i}]")
+        for key in ("user", "account", "partition", "qos", "cluster", "name", "nodes"):
+            _text(job.get(key), f"jobs[{i}].{key}")
         jid = fs.parse_job_id(job_id)
         t = job.get("time") or {}
         tres = job.get("tres") or {}

@@ -273,7 +273,8 @@ def parse_qstat_json(text: str) -> dict[str, Any]:
     Tolerates raw control characters in strings and the known invalid JSON of old servers.
 
     Raises:
-        SchedulerOutputError: When the text is not JSON even after repair (fall back to ``qstat -f``).
+        SchedulerOutputError: When the text is not JSON even after repair (fall back to ``qstat -f``), or its
+            ``Jobs`` (or a job in it) is not an object.
     """
     if not text.strip():
         return {"Jobs": {}}
@@ -288,7 +289,11 @@ def parse_qstat_json(text: str) -> dict[str, Any]:
         raise SchedulerOutputError("qstat JSON is not an object")
     jobs = doc.get("Jobs") or {}
     if not isinstance(jobs, dict):
-        raise SchedulerOutputError("qstat JSON 'Jobs' is not an object")
+        raise SchedulerOutputError(f"qstat JSON 'Jobs' is {type(jobs).__name__} {str(jobs)[:60]!r}, not an object")
+    for job_id, attrs in jobs.items():
+        if not isinstance(attrs, dict):
+            raise SchedulerOutputError(f"qstat JSON Jobs[{job_id[:60]!r}] is {type(attrs).__name__} "
+                                       f"{str(attrs)[:60]!r}, not a job object")
     doc["Jobs"] = jobs
     return doc
 

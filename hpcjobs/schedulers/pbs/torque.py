@@ -76,6 +76,8 @@ def derive_torque_final_state(
 
 
 _XML_DECL_RE = re.compile(r"<\?xml[^>]*\?>")
+#: A document type declaration, the only place XML declares entities (Torque's qstat -x never writes one).
+_DOCTYPE_RE = re.compile(r"<!(DOCTYPE|ENTITY)\b")
 
 
 def _element_value(elem: ET.Element) -> Any:
@@ -94,15 +96,21 @@ def parse_qstat_xml(text: str) -> dict[str, dict[str, Any]]:
     ``Resource_List``/``resources_used`` become dicts and ``Variable_List`` is split into a dict.
 
     Raises:
-        SchedulerOutputError: When the text is not well-formed XML.
+        SchedulerOutputError: When the text is not well-formed XML, or has a DOCTYPE (entity declarations are
+            refused, never expanded).
     """
     body = _XML_DECL_RE.sub("", text).strip()
     if not body:
         return {}
+    doctype = _DOCTYPE_RE.search(text)
+    if doctype:  # entities are never expanded: a billion-laughs document is refused, not parsed
+        line = text.count("\n", 0, doctype.start()) + 1
+        raise SchedulerOutputError(f"the XML has a <!{doctype[1]}> declaration (line {line}), which Torque's qstat -x "
+                                   "never writes; XML with a DOCTYPE or entities is not read")
     try:
         root = ET.fromstring(f"<qstat>{body}</qstat>")
     except ET.ParseError as exc:
-        raise SchedulerOutputError(f"qstat printed invalid XML: {exc}") from exc
+        raise SchedulerOutputError(f"invalid XML: {exc}") from exc
     jobs: dict[str, dict[str, Any]] = {}
     for job in root.iter("Job"):
         attrs = {child.tag: _element_value(child) for child in job}
