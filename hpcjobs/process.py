@@ -220,6 +220,12 @@ def run_command(
     return result
 
 
+#: :func:`run_command` for the local tools that are no scheduler (``bash -n`` parsing a site's scripts): the
+#: same function, bound once here, so a test that replaces :func:`run_command` to fake a scheduler (the seam)
+#: fakes only the scheduler.
+run_local_tool = run_command
+
+
 def _communicate(proc: subprocess.Popen[bytes], data: bytes | None, out: _Capture, err: _Capture,
                  deadline: float) -> bool:
     """Feed ``data`` to ``proc``, read its stdout and stderr into the captures, wait for it.

@@ -116,9 +116,9 @@ def build_advice(request: AdviceRequest) -> AdviceReport:
                            scheduler=request.scheduler, tz=request.tz,
                            sacct_fields=list(request.sacct_fields) if request.sacct_fields else None)
     if request.site:
-        from hpcjobs.config.sites import load_site
+        from hpcjobs.render.script import load_checked_site_named
 
-        history = replace(history, site=load_site(request.site))
+        history = replace(history, site=load_checked_site_named(request.site))
     advice = advise_history(history, request.settings)
     wait = None
     if request.compares_wait():

@@ -12,7 +12,9 @@ from hpcjobs import __version__
 from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.loading import load_experiment
 from hpcjobs.config.site import SiteConfig
-from hpcjobs.config.sites import DEFAULT_SITE, detect_site, find_site, load_site_file
+from hpcjobs.config.sites import DEFAULT_SITE, detect_site, find_site
+from hpcjobs.config.validation import validate_document
+from hpcjobs.config.yamlio import read_yaml
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.render.directives import build_directives
 from hpcjobs.render.pack import PackPlan
@@ -162,13 +164,46 @@ def detect_current_site(*, ask_scheduler: bool = False, refresh: bool = False) -
     return DEFAULT_SITE
 
 
-def load_site_for(experiment: Experiment, site_override: str | None = None, *,
-                  ask_scheduler: bool = False, refresh_site: bool = False) -> tuple[SiteConfig, str]:
+def load_checked_site(path: str | Path, *, template_dirs: tuple[str, ...] = ()) -> SiteConfig:
+    """Load a site file, refused when ``hpcjobs site validate`` would refuse it: the one place commands load sites.
+
+    The schema, then every check of :data:`hpcjobs.sites.check.SITE_CHECKS` (each reads the file alone:
+    ``default_qos`` against the partitions, the prologue and epilogue and a one-CPU job on every
+    partition through ``bash -n``, rendered with ``template_dirs`` as the command renders). Each problem
+    names the file as given and its line, as ``site validate`` names them.
+
+    Raises:
+        ConfigError: Unreadable file, bad YAML, a schema violation, or a problem a site check found.
+        CommandError: bash could not be started.
+    """
+    from hpcjobs.sites.check import site_problems
+
+    doc = read_yaml(path)
+    site = validate_document(SiteConfig, doc)
+    problems = site_problems(site, doc, str(path), lambda job: render_job(job, template_dirs=template_dirs).text,
+                             require_bash=False)
+    if problems:
+        raise ConfigError(problems)
+    return site
+
+
+def load_checked_site_named(name: str, *, template_dirs: tuple[str, ...] = ()) -> SiteConfig:
+    """:func:`load_checked_site` of the site called ``name`` on the search path (or a site file's path).
+
+    Raises:
+        ConfigError: No such site, or one ``site validate`` refuses.
+    """
+    return load_checked_site(find_site(name), template_dirs=template_dirs)
+
+
+def load_site_for(experiment: Experiment, site_override: str | None = None, *, ask_scheduler: bool = False,
+                  refresh_site: bool = False, template_dirs: tuple[str, ...] = ()) -> tuple[SiteConfig, str]:
     """The site config an experiment runs on (``--site`` > the file's ``site:`` > detected) and its path.
 
     ``ask_scheduler``: detection may ask a live scheduler, and the site chosen is logged with the
-    reason in one line (commands that submit). ``refresh_site``: discover the cluster again even when
-    a discovered site is cached.
+    reason in one line (commands that submit, and ``sweep --dry-run``, which shows what they do).
+    ``refresh_site``: discover the cluster again even when a discovered site is cached. The site is
+    loaded by :func:`load_checked_site`: one ``site validate`` refuses is refused here too.
     """
     if site_override or experiment.site:
         name = str(site_override or experiment.site)
@@ -177,7 +212,7 @@ def load_site_for(experiment: Experiment, site_override: str | None = None, *,
     else:
         name = detect_current_site(ask_scheduler=ask_scheduler, refresh=refresh_site)
     path = find_site(name)
-    return load_site_file(path), str(path)
+    return load_checked_site(path, template_dirs=template_dirs), str(path)
 
 
 def render_experiment(
@@ -195,6 +230,7 @@ def render_experiment(
         ConfigError: Anything wrong with the experiment, the site, or the request against the site.
     """
     experiment, doc = load_experiment(path, overrides)
-    site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler, refresh_site=refresh_site)
+    site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler, refresh_site=refresh_site,
+                                           template_dirs=template_dirs)
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
     return render_job(job, template=experiment.template, template_dirs=template_dirs)

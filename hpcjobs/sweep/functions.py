@@ -26,10 +26,9 @@ from typing import Any
 
 from hpcjobs import states
 from hpcjobs.config.experiment import Experiment
-from hpcjobs.config.sites import load_site
 from hpcjobs.config.sweep import SweepSpec
 from hpcjobs.errors import ConfigError, ConfigProblem
-from hpcjobs.render.script import detect_current_site
+from hpcjobs.render.script import detect_current_site, load_checked_site_named
 from hpcjobs.resolve import ResolvedJob, resolve
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.schedulers.registry import get_backend
@@ -129,7 +128,7 @@ def sweep_function(
     spec = sweep if isinstance(sweep, SweepSpec) else SweepSpec.model_validate(dict(sweep))
     exp = Experiment.model_validate({"name": name, "command": "python (submitit)", "resources": dict(resources or {}),
                                      "partition": partition, "account": account, "qos": qos})
-    site_config = load_site(site or detect_current_site(ask_scheduler=True))
+    site_config = load_checked_site_named(site or detect_current_site(ask_scheduler=True))
     backend = get_backend(site_config.scheduler)
     cluster = backend.submitit_cluster
     if cluster is None:

@@ -96,6 +96,7 @@ def prepare_sweep(
     submit_dir: str | Path | None = None,
     ask_scheduler: bool = False,
     refresh_site: bool = False,
+    template_dirs: tuple[str, ...] = (),
 ) -> PreparedSweep:
     """Load, check and expand a sweep; nothing is written.
 
@@ -108,14 +109,17 @@ def prepare_sweep(
         submit_dir: Working directory of the jobs (default: the current directory).
         ask_scheduler: Site detection may ask a live scheduler (set when the sweep is submitted).
         refresh_site: Discover this machine's cluster again even when a discovered site is cached.
+        template_dirs: Extra template folders the site's checks render with (``hpcjobs render``'s).
 
     Raises:
-        ConfigError: Bad experiment, sweep or site, or a request the site cannot satisfy.
+        ConfigError: Bad experiment, sweep or site (one ``site validate`` refuses), or a request the site
+            cannot satisfy.
     """
     experiment_path = Path(path).resolve()
     experiment, doc = load_experiment(experiment_path, overrides)
     text = read_text_file(experiment_path)  # bounded, regular files only (as load_experiment read it)
-    site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler, refresh_site=refresh_site)
+    site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler, refresh_site=refresh_site,
+                                           template_dirs=template_dirs)
     points = sweep_points(experiment.sweep, sweep_args, doc=doc, source_text=text)
     points.check()  # every point once (a filter failing on one fails here); a plain grid needs no pass
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
@@ -215,7 +219,7 @@ def render_packed(path: str | Path, *, site: str | None = None, overrides: Seque
     experiment, _doc = load_experiment(path, overrides)
     if experiment.pack is None:
         return None
-    prepared = prepare_sweep(path, site=site, overrides=overrides, root=root)
+    prepared = prepare_sweep(path, site=site, overrides=overrides, root=root, template_dirs=template_dirs)
     if active_pack(prepared) is None:
         return None
     size = len(prepared.points)
