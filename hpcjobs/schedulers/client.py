@@ -302,14 +302,24 @@ class SchedulerClient:
             return {}
         return self.backend.parse_qos_limits(res.stdout)
 
+    def configured_cluster(self) -> str | None:
+        """The cluster this client's commands reach, as this machine's configuration files name it, or ``None``.
+
+        No scheduler call: Slurm's ``ClusterName`` (``$SLURM_CLUSTER_NAME``, ``slurm.conf``), else the PBS
+        server (``$PBS_SERVER``, ``pbs.conf``); see :mod:`hpcjobs.config.cluster_names`.
+        """
+        from hpcjobs.config.cluster_names import pbs_server_name, slurm_cluster_name
+
+        env = {**os.environ, **self.env} if self.env else os.environ
+        return slurm_cluster_name(env) if self.backend.name == "slurm" else pbs_server_name(env)
+
     def _limits_cache_key(self, command: str, user: str) -> str | None:
         """Cache key of the limits: family, cluster named by local config files, client executable, user."""
-        from hpcjobs.config.cluster_names import pbs_server_name, slurm_cluster_name
         from hpcjobs.schedulers import limits_cache
 
         env = {**os.environ, **self.env} if self.env else os.environ
         family = self.backend.name
-        cluster = slurm_cluster_name(env) if family == "slurm" else pbs_server_name(env)
+        cluster = self.configured_cluster()
         try:
             executable = (self.backend.command_path(command, env) if self.backend.capabilities.command_paths
                           else shutil.which(command, path=env.get("PATH")) or command)

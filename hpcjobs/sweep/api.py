@@ -20,7 +20,7 @@ from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError
 from hpcjobs.schedulers.client import SchedulerClient, client_for
 from hpcjobs.schedulers.registry import capabilities_of
 from hpcjobs.sweep.find import find_sweep
-from hpcjobs.sweep.identity import ledger_digest, settle_identity
+from hpcjobs.sweep.identity import ledger_digest
 from hpcjobs.sweep.ledger.store import Ledger, PointRecord
 from hpcjobs.sweep.listing import SweepListing, SweepSummary, list_sweeps
 from hpcjobs.sweep.poll import poll_status
@@ -67,39 +67,32 @@ def run_sweep(
     ``after`` holds ``--after`` upstreams (``REF`` or ``ok:``/``any:``/``done:REF``); with the experiment's
     ``after:`` and those its ledger recorded, every chunk waits for them (:mod:`hpcjobs.sweep.pipeline`).
     """
-    from hpcjobs.sweep.pipeline import parse_after_option, settle_upstreams
+    from hpcjobs.sweep.request import SweepRequest, resolve_sweep_request
 
-    cli_after = [parse_after_option(a) for a in after]
-    prepared = prepare_sweep(path, site=site, overrides=overrides, sweep_args=sweep_args, root=root,
-                             ask_scheduler=not dry_run, refresh_site=refresh_site)
-    prepared = settle_identity(prepared, overrides=overrides, sweep_args=sweep_args, new=new, force=force,
-                               strict=not dry_run)
-    runs_here = capabilities_of(prepared.site.scheduler).runs_here
-    if dry_run:
-        if runs_here:
+    resolved = resolve_sweep_request(SweepRequest(path, site, overrides, sweep_args, root, refresh_site, after, new,
+                                                  force), client)
+    prepared, c = resolved.prepared, resolved.client
+    if dry_run:  # what the submission below would do, resolved by the same call; nothing written or submitted
+        if resolved.upstreams is None:
+            with Ledger.open(prepared.folder, allow_read_only=True) as existing:
+                deps, _records = resolved.upstreams_with(existing)
+        else:
+            deps, _records = resolved.upstreams
+        if resolved.runs_here:
             return prepared, _local_dry_run(prepared)
-        deps, _records = settle_upstreams(*_upstream_args(prepared), _recorded_upstreams(prepared.folder), None,
-                                         cli_after, prepared.site.name)
-        sub = SweepSubmitter(prepared, _DryLedger(prepared), client or client_for(prepared.site.scheduler),  # type: ignore[arg-type]
-                             throttle=throttle, after=deps)
+        assert c is not None
+        sub = SweepSubmitter(prepared, _DryLedger(prepared), c, throttle=throttle, after=deps)  # type: ignore[arg-type]
         return prepared, sub.submit(dry_run=True)
     how = {"overrides": list(overrides), "sweep_args": list(sweep_args), "site_arg": site,
            "submit_dir": str(prepared.submit_dir), "throttle": throttle}
-    c = client or (None if runs_here else client_for(prepared.site.scheduler))
-    upstreams = None
-    if not (prepared.folder / "ledger.sqlite").is_file():  # a new sweep: a missing upstream stops it unwritten
-        upstreams = settle_upstreams(*_upstream_args(prepared), (), c, cli_after, prepared.site.name)
     with open_ledger(prepared, force=force, how=how) as ledger:
-        if upstreams is None and ledger.summary().get("PLANNED"):
-            upstreams = settle_upstreams(*_upstream_args(prepared), ledger.upstreams(), c, cli_after,
-                                         prepared.site.name)
-        deps, records = upstreams or ((), [])
+        deps, records = resolved.upstreams_with(ledger)
         ledger.record_upstreams(records)
         from hpcjobs.config.results import result_sources, write_results_spec
 
         write_results_spec(prepared.folder, result_sources(prepared.experiment.results),
                            output_dir=prepared.job.output_dir)
-        if runs_here:
+        if resolved.runs_here:
             if detach:
                 return prepared, _detach_local(prepared, workers)
             from hpcjobs.sweep.local import run_local
@@ -113,14 +106,6 @@ def run_sweep(
 def _upstream_args(prepared: PreparedSweep) -> tuple[Any, Path, str, Path]:
     """What :func:`hpcjobs.sweep.pipeline.settle_upstreams` needs of a sweep: experiment, file, scheduler, root."""
     return prepared.experiment, prepared.experiment_path, prepared.site.scheduler, prepared.folder.parent
-
-
-def _recorded_upstreams(folder: Path) -> list[Any]:
-    """The upstreams an existing sweep's ledger recorded (none for a new sweep)."""
-    if not (folder / "ledger.sqlite").is_file():
-        return []
-    with Ledger.open(folder, allow_read_only=True) as ledger:
-        return list(ledger.upstreams())
 
 
 def _local_dry_run(prepared: PreparedSweep) -> SubmitReport:

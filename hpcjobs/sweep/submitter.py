@@ -481,8 +481,18 @@ class SweepSubmitter:
         Limits are advice for chunking: when the query fails (a server that does not answer
         ``qstat -B``, a cluster that hides its configuration), the site config's limits and the
         defaults apply, and a chunk too large is refused by the scheduler with a clear error.
+
+        Only the site's own cluster is asked: when the site names its clusters (``detect.cluster_names``)
+        and this machine's configuration names another one, this machine's scheduler would answer for the
+        wrong cluster, so the site file's limits apply without a call (a dry run and its submission alike).
         """
         if not self.client.backend.capabilities.cluster_limits:
+            return None
+        site = self.prepared.site
+        here = self.client.configured_cluster()
+        if here and site.detect.cluster_names and here.lower() not in {n.lower() for n in site.detect.cluster_names}:
+            log.info("site %s is cluster %s, this machine's scheduler is %s: the site file's limits apply",
+                     site.name, ", ".join(site.detect.cluster_names), here)
             return None
         try:
             return self.client.limits(self.user)

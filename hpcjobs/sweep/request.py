@@ -1,0 +1,133 @@
+"""A sweep request resolved once, for ``hpcjobs sweep`` and ``hpcjobs sweep --dry-run`` alike.
+
+:func:`resolve_sweep_request` is everything a sweep decides before it writes or submits anything:
+the site (``--site``, the file's ``site:``, else detected, discovery included: the dry run asks the
+scheduler as the submission does, so it shows the site the submission uses), the sweep's identity
+(refused the same way when the name is taken by other content), the scheduler client, and the
+upstreams (``after:``, ``--after`` and those the ledger recorded) resolved against their ledgers
+with one status poll each. A missing or failed upstream is refused here, for both. The scheduler's
+limits are asked by the submitter, whose dry run asks them as its submission does
+(:meth:`hpcjobs.sweep.submitter.SweepSubmitter.submit`). What is left to the caller is the
+difference: the submission writes the ledger and submits; the dry run prints the commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcjobs.schedulers.base import JobDependency
+from hpcjobs.schedulers.client import SchedulerClient, client_for
+from hpcjobs.schedulers.registry import capabilities_of
+from hpcjobs.sweep.identity import settle_identity
+from hpcjobs.sweep.ledger.schema import PLANNED
+from hpcjobs.sweep.ledger.store import LEDGER_FILE, Ledger, UpstreamRecord
+from hpcjobs.sweep.pipeline import UpstreamSpec, parse_after_option, settle_upstreams
+from hpcjobs.sweep.prepare import PreparedSweep, prepare_sweep
+
+#: What a submission waits for (the dependencies) and what its ledger keeps of it (the records).
+Upstreams = tuple[tuple[JobDependency, ...], list[UpstreamRecord]]
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """What ``hpcjobs sweep`` was asked, before anything is resolved.
+
+    Attributes:
+        path: The experiment file.
+        site: ``--site`` (name or file); ``None``: the file's ``site:``, else detected.
+        overrides: ``--set KEY=VALUE`` overrides.
+        sweep_args: Hydra-style sweep arguments.
+        root: Folder of sweep folders.
+        refresh_site: Discover this machine's cluster again instead of the cached site.
+        after: ``--after`` upstreams as given (``REF``, ``ok:REF``, ``any:REF``, ``done:REF``).
+        new: Start another sweep even if one of this name or content exists.
+        force: Continue the newest sweep of this name although its content changed.
+    """
+
+    path: str | Path
+    site: str | None = None
+    overrides: Sequence[str] = ()
+    sweep_args: Sequence[str] = ()
+    root: str | Path | None = None
+    refresh_site: bool = False
+    after: Sequence[str] = ()
+    new: bool = False
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class ResolvedSweep:
+    """A sweep request resolved: what the submission does and the dry run shows.
+
+    Attributes:
+        prepared: The sweep (site, job, points, id and folder).
+        client: The scheduler client; ``None`` on a site whose points run here.
+        cli_after: The ``--after`` upstreams, parsed.
+        upstreams: The upstreams of a sweep that has no ledger yet, resolved; ``None`` when it has one
+            (they are resolved with its ledger: :meth:`upstreams_with`).
+    """
+
+    prepared: PreparedSweep
+    client: SchedulerClient | None
+    cli_after: tuple[UpstreamSpec, ...] = ()
+    upstreams: Upstreams | None = field(default=None)
+
+    @property
+    def runs_here(self) -> bool:
+        """The site's points run as processes of this machine (the local runner)."""
+        return capabilities_of(self.prepared.site.scheduler).runs_here
+
+    def upstreams_with(self, ledger: Ledger) -> Upstreams:
+        """The upstreams of a sweep whose ledger exists: resolved (with those it recorded) while points wait.
+
+        A sweep with no point left to submit waits for nothing more: nothing is resolved.
+
+        Raises:
+            ConfigError: As :func:`hpcjobs.sweep.pipeline.settle_upstreams`.
+        """
+        if self.upstreams is not None:
+            return self.upstreams
+        if not ledger.summary().get(PLANNED):
+            return (), []
+        return _settle(self.prepared, ledger.upstreams(), self.client, self.cli_after)
+
+
+def _settle(prepared: PreparedSweep, recorded: Sequence[UpstreamRecord], client: SchedulerClient | None,
+            cli_after: Sequence[UpstreamSpec]) -> Upstreams:
+    return settle_upstreams(prepared.experiment, prepared.experiment_path, prepared.site.scheduler,
+                            prepared.folder.parent, recorded, client, cli_after, prepared.site.name)
+
+
+def resolve_sweep_request(request: SweepRequest, client: SchedulerClient | None = None) -> ResolvedSweep:
+    """Resolve a sweep request as both its submission and its dry run see it; nothing is written or submitted.
+
+    The site is chosen as a submission chooses it (a live scheduler may be asked: site discovery,
+    cached a day) and loaded with every ``site validate`` check; the sweep's id is settled against
+    the sweeps already there; a new sweep's upstreams are resolved (one status poll each, through
+    ``client``), so a missing, unknown or failed upstream is refused before anything is written.
+
+    Args:
+        request: What was asked.
+        client: The scheduler client (default: the site's scheduler's; tests hand in a faked one).
+
+    Raises:
+        ConfigError: Bad input, an unusable site, a name in use by other content, or an upstream refused.
+        CommandError: Site discovery asked a scheduler that answered and then failed.
+    """
+    cli_after = tuple(parse_after_option(a) for a in request.after)
+    prepared = prepare_sweep(request.path, site=request.site, overrides=request.overrides,
+                             sweep_args=request.sweep_args, root=request.root, ask_scheduler=True,
+                             refresh_site=request.refresh_site)
+    prepared = settle_identity(prepared, overrides=request.overrides, sweep_args=request.sweep_args,
+                               new=request.new, force=request.force)
+    runs_here = capabilities_of(prepared.site.scheduler).runs_here
+    c = None if runs_here else (client or client_for(prepared.site.scheduler))
+    upstreams = None
+    if not (prepared.folder / LEDGER_FILE).is_file():  # a new sweep: a missing upstream stops it unwritten
+        upstreams = _settle(prepared, (), c, cli_after)
+    return ResolvedSweep(prepared, c, cli_after, upstreams)
+
+
+__all__ = ["ResolvedSweep", "SweepRequest", "Upstreams", "resolve_sweep_request"]
