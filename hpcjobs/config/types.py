@@ -6,18 +6,116 @@ value (bytes, seconds) and publishes a JSON Schema that says what it accepts.
 
 from __future__ import annotations
 
+import functools
 import re
+import types
+import typing
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    PlainValidator,
+    ValidationInfo,
+    WithJsonSchema,
+    WrapValidator,
+    field_validator,
+)
 
 from hpcjobs.units import MEMORY_EXAMPLES, WALLTIME_EXAMPLES, parse_memory, parse_walltime
 
+#: What a number field's shape is: ``"number"``, or ``("list"|"dict", shape)`` for a container of them.
+NumberShape = typing.Union[str, tuple[str, "NumberShape"], None]  # noqa: UP007 (a recursive alias needs Union)
+
+
+def number_shape(annotation: Any) -> NumberShape:
+    """Where ``annotation`` takes numbers but no boolean: ``"number"`` (an int or float field), ``("list", shape)``
+    or ``("dict", shape)`` for a container of such fields, ``None`` where a boolean is a valid value
+    (``bool``, ``Any``, text, models, literals, or a union with any of them) or where the type parses its
+    input itself (:data:`Memory`, :data:`Walltime`: their parsers refuse a boolean with their own message).
+
+    pydantic reads ``true`` as 1 and ``false`` as 0 for an ``int`` (and 1.0/0.0 for a ``float``), so a YAML
+    ``per_node: true`` would silently become 1: :class:`StrictModel` refuses a boolean wherever this
+    says ``"number"``.
+    """
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        inner, *metadata = typing.get_args(annotation)
+        if any(isinstance(m, (BeforeValidator, PlainValidator, WrapValidator)) for m in metadata):
+            return None  # a type that parses its own input (Memory, Walltime) and says what it expects
+        return number_shape(inner)
+    if origin in (typing.Union, types.UnionType):
+        shapes = {number_shape(a) for a in typing.get_args(annotation) if a is not type(None)}
+        return shapes.pop() if len(shapes) == 1 else None
+    if origin in (list, tuple, set, frozenset):
+        items = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+        inner = number_shape(items[0]) if len(items) == 1 else None
+        return None if inner is None else ("list", inner)
+    if origin is dict:
+        key_value = typing.get_args(annotation)
+        inner = number_shape(key_value[1]) if len(key_value) == 2 else None
+        return None if inner is None else ("dict", inner)
+    return "number" if annotation is int or annotation is float else None
+
+
+def boolean_where_number(shape: NumberShape, value: Any) -> tuple[bool, tuple[str, ...]] | None:
+    """The first boolean in ``value`` that a field of ``shape`` would read as a number, and where it is
+    (``()``: the value itself; ``("2",)``: item 2 of a list, or key ``2`` of a mapping); ``None`` if none."""
+    if shape == "number":
+        return (value, ()) if isinstance(value, bool) else None
+    if not isinstance(shape, tuple):
+        return None
+    kind, inner = shape
+    if kind == "list" and isinstance(value, (list, tuple)):
+        items: typing.Iterable[tuple[Any, Any]] = enumerate(value)
+    elif kind == "dict" and isinstance(value, dict):
+        items = value.items()
+    else:
+        return None
+    for key, item in items:
+        found = boolean_where_number(inner, item)
+        if found is not None:
+            return found[0], (str(key), *found[1])
+    return None
+
+
+@functools.cache
+def _field_number_shape(model: type[BaseModel], field: str) -> NumberShape:
+    info = model.model_fields.get(field)
+    return None if info is None else number_shape(info.annotation)
+
 
 class StrictModel(BaseModel):
-    """Base of every config model: unknown keys are errors, values are validated on assignment."""
+    """Base of every config model: unknown keys are errors, values are validated on assignment, and a number
+    field refuses a boolean (pydantic would read ``true`` as 1; see :func:`number_shape`)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, (bool, list, tuple, dict)) or info.field_name is None:
+            return value
+        found = boolean_where_number(_field_number_shape(cls, info.field_name), value)
+        if found is not None:
+            flag, path = found
+            where = f" at {'.'.join((info.field_name, *path))}" if path else ""
+            raise ValueError(f"expected a number, got the boolean {str(flag).lower()}{where} (YAML reads true/false, "
+                             "yes/no and on/off as booleans)")
+        return value
+        shapes = cls.__dict__.get("_number_shapes")
+        if shapes is None:
+            shapes = {name: number_shape(f.annotation) for name, f in cls.model_fields.items()}
+            cls._number_shapes = shapes
+        shape = shapes.get(info.field_name)
+        where = None if shape is None else boolean_where_number(shape, value)
+        if where is not None:
+            got = value if where == "" else "a boolean"
+            raise ValueError(f"expected a number, got {str(got).lower() if where == '' else got}{where} (YAML reads "
+                             "true/false, yes/no and on/off as booleans)")
+        return value
 
 
 def _memory(value: Any) -> int:
