@@ -74,6 +74,44 @@ class SchedulerChoice(_StrChoice):
         """Ignored: click's ``Choice.__init__`` sets the choices, which are the registry's here."""
 
 
+def _non_finite_at(data: Any) -> str | None:
+    """The dotted path of the first float in ``data`` that is NaN or infinite (``""``: ``data`` itself)."""
+    import math
+
+    stack: list[tuple[Any, tuple[str, ...]]] = [(data, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return ".".join(path)
+        if isinstance(node, dict):
+            stack.extend((v, (*path, str(k))) for k, v in reversed(node.items()))
+        elif isinstance(node, (list, tuple)):
+            stack.extend((v, (*path, str(i))) for i, v in reversed(list(enumerate(node))))
+    return None
+
+
+def echo_json(data: Any, *, indent: int | None = None, default: Callable[[Any], Any] | None = None) -> None:
+    """Print ``data`` as strict JSON (RFC 8259) on stdout: what every ``--json`` option prints through.
+
+    ``json.dumps`` writes ``NaN`` and ``Infinity`` unless told not to, and no strict parser reads them;
+    here they are refused, nothing is printed.
+
+    Raises:
+        NotJsonError: ``data`` holds NaN or an infinity (the message says where).
+    """
+    from hpcjobs.errors import NotJsonError
+
+    try:
+        text = json.dumps(data, indent=indent, default=default, allow_nan=False)
+    except ValueError:
+        where = _non_finite_at(data)
+        if where is None:
+            raise
+        raise NotJsonError(f"the JSON output would hold a value that is not a finite number at {where or 'its top'}; "
+                           "JSON cannot write NaN or infinities, so nothing was printed") from None
+    click.echo(text)
+
+
 def console(stderr: bool = True) -> Any:
     """A rich console (stderr by default); plain text when not a terminal.
 
@@ -322,11 +360,11 @@ def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refres
     sub = submit_single(experiment, site=site, overrides=overrides, refresh_site=refresh_site, root=root, new=new,
                         after=after)
     if as_json:
-        click.echo(json.dumps({"job_id": sub.job_id, "script": str(sub.script), "tag": sub.tag.render(),
-                               "site": sub.site, "scheduler": sub.scheduler,
-                               "stdout": sub.stdout and str(sub.stdout), "stderr": sub.stderr and str(sub.stderr),
-                               "request_id": sub.request_id, "new": sub.new, "recovered": sub.recovered,
-                               "state": sub.state}))
+        echo_json({"job_id": sub.job_id, "script": str(sub.script), "tag": sub.tag.render(),
+                   "site": sub.site, "scheduler": sub.scheduler,
+                   "stdout": sub.stdout and str(sub.stdout), "stderr": sub.stderr and str(sub.stderr),
+                   "request_id": sub.request_id, "new": sub.new, "recovered": sub.recovered,
+                   "state": sub.state})
         return
     from hpcjobs.sweep.logs import log_command
 
@@ -368,7 +406,7 @@ def site_list(as_json: bool) -> None:
         rows.append({"name": entry.name, "scheduler": scheduler, "description": description,
                      "path": str(entry.path), "valid": ok, "shadows": [str(p) for p in entry.shadowed]})
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        echo_json(rows, indent=2)
         return
     listing = new_table("site", "scheduler", "description", "file", box=None)
     for r in rows:
@@ -464,4 +502,4 @@ def schema(kind: str) -> None:
     """Print the JSON Schema of experiment or site files (for editors and CI)."""
     from hpcjobs.config.schemas import json_schema
 
-    click.echo(json.dumps(json_schema(kind), indent=2))
+    echo_json(json_schema(kind), indent=2)

@@ -330,3 +330,10 @@ class UnsafePathError(HpcJobsError):
     A sweep folder unpacked from a tarball, or one in a shared project folder, may hold a link where
     hpcjobs expects its own file (``lock -> ~/.bashrc``); hpcjobs never writes through it.
     """
+
+
+class NotJsonError(HpcJobsError):
+    """``--json`` output would hold a value strict JSON (RFC 8259) cannot write: NaN or an infinity.
+
+    Nothing is printed; the message names where the value is (``point_list.0.params.lr``).
+    """

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
-from hpcjobs.cli import SchedulerChoice, console, count_range, echo, handle_errors, new_table
+from hpcjobs.cli import SchedulerChoice, console, count_range, echo, echo_json, handle_errors, new_table
 
 
 def _fraction(text: str, option: str, low: float, high: float) -> float:
@@ -140,7 +139,7 @@ def advise(sweep: str | None, name: str | None, from_file: str | None, quantile:
         scheduler=scheduler, tz=tz, sacct_fields=sacct_fields.split(",") if sacct_fields else None, root=root,
         days=days, wait="never" if no_history else "always" if days_given else "auto"))
     if as_json:
-        click.echo(json.dumps(built.as_dict(), indent=2, default=str))
+        echo_json(built.as_dict(), indent=2, default=str)
     else:
         print_advice(built.advice, built.label)
         if built.wait is not None:

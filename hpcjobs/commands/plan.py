@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 import click
 
-from hpcjobs.cli import console, handle_errors, new_table
+from hpcjobs.cli import console, echo_json, handle_errors, new_table
 
 if TYPE_CHECKING:
     from hpcjobs.plan.api import Plan
@@ -34,7 +33,7 @@ def plan(experiment: str, site: str | None, overrides: tuple[str, ...], days: in
 
     result = plan_experiment(experiment, site=site, overrides=overrides, days=days)
     if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
+        echo_json(result.to_json(), indent=2)
         return
     _print(result)
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
 import click
 
 from hpcjobs.accounting.reports.catalog import SECTION_CHOICES
-from hpcjobs.cli import SchedulerChoice, console, count_range, echo, handle_errors, new_table
+from hpcjobs.cli import SchedulerChoice, console, count_range, echo, echo_json, handle_errors, new_table
 
 
 def _machine_frame(df: Any) -> Any:
@@ -140,7 +139,7 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
         echo(f"wrote {path}", err=True)
     tables = built.tables
     if as_json:
-        click.echo(json.dumps({name: _records(t) for name, t in tables.items()}, indent=2, default=str))
+        echo_json({name: _records(t) for name, t in tables.items()}, indent=2, default=str)
     elif as_csv:
         for i, (name, t) in enumerate(tables.items()):
             if len(tables) > 1:

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from hpcjobs.cli import console, count_range, echo, handle_errors, new_table
+from hpcjobs.cli import console, count_range, echo, echo_json, handle_errors, new_table
 from hpcjobs.commands.advise import advice_options
 from hpcjobs.states import TERMINAL_STATES
 
@@ -96,9 +96,9 @@ def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overri
         import shlex
 
         if as_json:
-            click.echo(json.dumps({"sweep_id": prepared.sweep_id, "points": len(prepared.points),
-                                   "commands": report.dry_run_commands, "script": report.dry_run_script,
-                                   "point_list": _dry_points(prepared)}))
+            echo_json({"sweep_id": prepared.sweep_id, "points": len(prepared.points),
+                       "commands": report.dry_run_commands, "script": report.dry_run_script,
+                       "point_list": _dry_points(prepared)})
         else:
             if show_script and report.dry_run_script:
                 click.echo(report.dry_run_script)
@@ -109,10 +109,10 @@ def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overri
                 echo(shlex.join(argv))
         return
     if as_json:
-        click.echo(json.dumps({"sweep_id": prepared.sweep_id, "folder": str(prepared.folder),
-                               "points": len(prepared.points), "chunks_submitted": report.chunks_submitted,
-                               "points_submitted": report.points_submitted, "recovered": report.recovered,
-                               "job_ids": report.job_ids}))
+        echo_json({"sweep_id": prepared.sweep_id, "folder": str(prepared.folder),
+                   "points": len(prepared.points), "chunks_submitted": report.chunks_submitted,
+                   "points_submitted": report.points_submitted, "recovered": report.recovered,
+                   "job_ids": report.job_ids})
         return
     echo(f"sweep {prepared.sweep_id}: {len(prepared.points)} points; submitted {report.points_submitted} in "
          f"{report.chunks_submitted} job(s) {' '.join(report.job_ids)}".rstrip())
@@ -243,7 +243,7 @@ def status(sweep_name: str, root: str | None, watch: bool, interval: float, show
         data = st.as_dict()
         if single is not None:
             data["job"] = (read_single(st.folder) or single).as_dict()
-        click.echo(json.dumps(data, default=str))
+        echo_json(data, default=str)
         return
     out = console(stderr=False)
     if single is not None and not out.is_terminal:  # piped: whole paths
@@ -361,10 +361,10 @@ def ls(root: str | None, poll: bool, jobs: bool, as_json: bool) -> None:
     listing = list_sweeps(root, poll=poll)
     sweeps = listing.sweeps
     if as_json:
-        click.echo(json.dumps([{"sweep_id": s.sweep_id, "folder": str(s.folder), "site": s.site,
-                                "scheduler": s.scheduler, "created_at": s.created_at, "counts": s.counts,
-                                "as_of": s.as_of, "polled": s.polled, "poll_error": s.poll_error}
-                               for s in sweeps]))
+        echo_json([{"sweep_id": s.sweep_id, "folder": str(s.folder), "site": s.site,
+                    "scheduler": s.scheduler, "created_at": s.created_at, "counts": s.counts,
+                    "as_of": s.as_of, "polled": s.polled, "poll_error": s.poll_error}
+                   for s in sweeps])
         return
     from hpcjobs.sweep.singles_read import count_singles
 
@@ -398,8 +398,8 @@ def _ls_jobs(root: str | None, poll: bool, as_json: bool) -> None:
 
     base, rows = list_singles(root, poll=poll)
     if as_json:
-        click.echo(json.dumps([{**r.job.as_dict(), "as_of": r.as_of, "polled": r.polled, "poll_error": r.poll_error}
-                               for r in rows]))
+        echo_json([{**r.job.as_dict(), "as_of": r.as_of, "polled": r.polled, "poll_error": r.poll_error}
+                   for r in rows])
         return
     if not rows:
         echo(f"no jobs of `hpcjobs submit` in {base}", err=True)

@@ -32,6 +32,11 @@ are the bounds themselves, ``0 < min < max``: the logarithm is uniform between `
 ``log(max)``; note W&B's ``log_uniform`` takes exponents instead), ``int_uniform`` (integers
 ``min``..``max`` inclusive), ``choice`` (``values``), ``normal`` (``mu``, ``sigma``).
 
+The numbers of both forms' distributions are checked once, by
+:func:`hpcjobs.config.sweep_distributions.check_distribution`: finite, not booleans, ordered bounds,
+``sigma > 0``, a ``q`` neither negative nor too small, and ``exp`` of the bounds finite, so that every
+draw is a finite number.
+
 **The Weights & Biases form** (``method: grid|random`` with ``parameters``), so people can bring
 their W&B sweep files; see :class:`WandbParam` for the distributions. ``metric``, ``program``,
 ``name``, ``description``, ``early_terminate``, ``command``, ``entity`` and ``project`` are
@@ -57,6 +62,13 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, Field, PositiveInt, WithJsonSchema, field_validator, model_validator
 
+from hpcjobs.config.sweep_distributions import (
+    NATIVE_KINDS,
+    FiniteFloat,
+    FiniteNumber,
+    check_distribution,
+    check_finite,
+)
 from hpcjobs.config.sweep_filter import compile_filter
 from hpcjobs.config.types import RESERVED_ENV_NAMES, StrictModel
 from hpcjobs.errors import ConfigError, ConfigProblem
@@ -184,11 +196,11 @@ class RandomParam(StrictModel):
     """How one parameter of a native ``random`` sweep is drawn."""
 
     distribution: NativeDistribution = Field(description="uniform, log_uniform, int_uniform, choice or normal.")
-    min: int | float | None = Field(None, description="Lower bound (uniform, log_uniform, int_uniform).")
-    max: int | float | None = Field(None, description="Upper bound (uniform, log_uniform, int_uniform).")
+    min: FiniteNumber | None = Field(None, description="Lower bound (uniform, log_uniform, int_uniform).")
+    max: FiniteNumber | None = Field(None, description="Upper bound (uniform, log_uniform, int_uniform).")
     values: Values | None = Field(None, description="The choices (choice).")
-    mu: float | None = Field(None, description="Mean (normal).")
-    sigma: float | None = Field(None, description="Standard deviation (normal).")
+    mu: FiniteFloat | None = Field(None, description="Mean (normal).")
+    sigma: FiniteFloat | None = Field(None, description="Standard deviation (normal).")
 
     @model_validator(mode="after")
     def _fields_fit_distribution(self) -> RandomParam:
@@ -201,15 +213,8 @@ class RandomParam(StrictModel):
                 f"distribution {self.distribution} needs {', '.join(needs)} (missing {', '.join(missing)})")
         if extra:
             raise ValueError(f"distribution {self.distribution} takes {', '.join(needs)}, not {', '.join(extra)}")
-        if self.min is not None and self.max is not None:
-            if not self.min < self.max:
-                raise ValueError(f"min ({self.min}) must be below max ({self.max})")
-            if self.distribution == "log_uniform" and self.min <= 0:
-                raise ValueError(f"log_uniform needs 0 < min, got min={self.min}")
-            if self.distribution == "int_uniform" and not (isinstance(self.min, int) and isinstance(self.max, int)):
-                raise ValueError("int_uniform needs integer min and max")
-        if self.sigma is not None and self.sigma <= 0:
-            raise ValueError(f"sigma must be positive, got {self.sigma}")
+        check_distribution(self.distribution, NATIVE_KINDS[self.distribution], low=self.min, high=self.max,
+                           mu=self.mu, sigma=self.sigma, strict_order=True)
         return self
 
 
@@ -230,8 +235,6 @@ WandbDistribution = Literal[
 ]
 #: W&B distributions a grid can enumerate (as W&B's own grid search does).
 WANDB_GRID_DISTRIBUTIONS = frozenset({"constant", "categorical", "int_uniform", "q_uniform"})
-_BOUNDED = frozenset({"int_uniform", "uniform", "q_uniform", "log_uniform", "log_uniform_values", "q_log_uniform",
-                      "q_log_uniform_values", "inv_log_uniform", "inv_log_uniform_values"})
 
 
 class WandbParam(StrictModel):
@@ -249,13 +252,13 @@ class WandbParam(StrictModel):
 
     value: SweepValue = None
     values: Values | None = None
-    probabilities: list[Annotated[float, Field(ge=0)]] | None = None
+    probabilities: list[Annotated[float, Field(ge=0), AfterValidator(check_finite)]] | None = None
     distribution: WandbDistribution | None = None
-    min: int | float | None = None
-    max: int | float | None = None
-    mu: float | None = None
-    sigma: float | None = None
-    q: int | float | None = None
+    min: FiniteNumber | None = None
+    max: FiniteNumber | None = None
+    mu: FiniteFloat | None = None
+    sigma: FiniteFloat | None = None
+    q: FiniteNumber | None = None
     parameters: dict[ParamName, WandbParam] | None = None
 
     def kind(self) -> str:
@@ -289,19 +292,7 @@ class WandbParam(StrictModel):
                                      f"{len(self.values)} values")
                 if abs(sum(self.probabilities) - 1.0) > 1e-6:
                     raise ValueError(f"'probabilities' must sum to 1 (they sum to {sum(self.probabilities)})")
-        if kind in _BOUNDED:
-            if self.min is None or self.max is None:
-                raise ValueError(f"distribution {kind} needs 'min' and 'max'")
-            if not self.min <= self.max:
-                raise ValueError(f"min ({self.min}) must not be above max ({self.max})")
-            if kind == "int_uniform" and not (isinstance(self.min, int) and isinstance(self.max, int)):
-                raise ValueError("int_uniform needs integer min and max")
-            if kind in ("log_uniform_values", "q_log_uniform_values", "inv_log_uniform_values") and self.min <= 0:
-                raise ValueError(f"{kind} needs 0 < min, got min={self.min}")
-        if self.q is not None and self.q <= 0:
-            raise ValueError(f"q must be positive, got {self.q}")
-        if self.sigma is not None and self.sigma <= 0:
-            raise ValueError(f"sigma must be positive, got {self.sigma}")
+        check_distribution(kind, kind, low=self.min, high=self.max, mu=self.mu, sigma=self.sigma, q=self.q)
         return self
 
 

@@ -86,6 +86,10 @@ def _describe(err: dict[str, Any], model: type[BaseModel], doc: YamlDocument, pr
         hint = did_you_mean(str(got), list(choices))
         msg = f"invalid value {got!r}" + (f"; did you mean {hint!r}?" if hint else "")
         return doc.problem(full, msg, choices=choices)
+    if kind == "too_short" and ctx.get("actual_length") == 0:
+        n = ctx.get("min_length", 1)
+        return doc.problem(full, f"expected at least {n} item{'s' if n != 1 else ''}, got none (an empty "
+                                 f"{'mapping' if isinstance(err.get('input'), dict) else 'list'})")
     msg = str(err["msg"])
     for head in ("Value error, ", "Assertion failed, "):
         if msg.startswith(head):

@@ -109,11 +109,17 @@ def _upstream_args(prepared: PreparedSweep) -> tuple[Any, Path, str, Path]:
 
 
 def _local_dry_run(prepared: PreparedSweep) -> SubmitReport:
-    """What a local run would execute: the array script, once per point with HPCJOBS_ARRAY_INDEX set."""
+    """What a local run would execute: the array script, once per point with HPCJOBS_ARRAY_INDEX set.
+
+    A sweep with no points (a ``filter`` or ``exclude`` that drops them all, an empty W&B ``q_uniform``
+    range) runs nothing: no command and no script, as a real run submits nothing.
+    """
     from hpcjobs.render.script import render_job
     from hpcjobs.sweep.prepare import array_job_for_chunk
 
     report = SubmitReport(prepared.sweep_id, len(prepared.points))
+    if not len(prepared.points):
+        return report
     script = prepared.folder / "scripts" / "0.<token>.sh"
     report.dry_run_commands = [["env", f"HPCJOBS_ARRAY_INDEX={i}", "bash", str(script)]
                                for i in range(len(prepared.points))]

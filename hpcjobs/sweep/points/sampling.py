@@ -3,7 +3,12 @@
 :func:`native_sampler` (the native ``random:`` part) and :func:`wandb_sampler` (a W&B random sweep)
 give, for one parameter, a function of a ``random.Random`` that draws its value;
 :func:`wandb_grid_values` lists what a W&B grid enumerates. The expansion
-(:mod:`hpcjobs.sweep.points.stream`) combines them.
+(:mod:`hpcjobs.sweep.points.stream`) combines them, each draw wrapped by :func:`guarded`.
+
+The distributions' parameters are checked when the file is read
+(:func:`hpcjobs.config.sweep_distributions.check_distribution`), so that every draw is a finite
+number; :func:`guarded` is the last guard: a draw that still overflows or is not finite is an
+error naming the parameter, never a point.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 
 from hpcjobs.config.sweep import RandomParam, WandbParam
 from hpcjobs.config.sweep_size import range_count
+from hpcjobs.errors import ConfigError, ConfigProblem
 
 
 def _quantize(x: float, q: float) -> float | int:
@@ -35,6 +41,32 @@ def _uniform_int(lo: int, hi: int) -> Callable[[random.Random], int]:
 def _pick(values: Sequence[Any]) -> Callable[[random.Random], Any]:
     n = len(values)
     return lambda rng: values[min(int(rng.random() * n), n - 1)]
+
+
+def guarded(draw: Callable[[random.Random], Any], *, name: str, key: str) -> Callable[[random.Random], Any]:
+    """``draw``, refusing an arithmetic error or a value that is not a finite number.
+
+    Args:
+        draw: A sampler of :func:`native_sampler` or :func:`wandb_sampler`.
+        name: The parameter (for the message).
+        key: Its dotted key path in the experiment (``sweep.random.parameters.lr``), to locate the problem.
+
+    The returned function raises :class:`hpcjobs.errors.ConfigError` (exit 2) instead of ``OverflowError``,
+    ``ValueError`` or ``ZeroDivisionError``, and instead of returning NaN or an infinity.
+    """
+    def checked(rng: random.Random) -> Any:
+        try:
+            value = draw(rng)
+        except (ArithmeticError, ValueError) as exc:
+            raise ConfigError(ConfigProblem(
+                f"drawing parameter {name!r} failed ({exc}): its distribution's numbers are out of the range of "
+                "floating-point arithmetic", key=key, expected="smaller bounds")) from None
+        if value.__class__ is float and not math.isfinite(value):
+            raise ConfigError(ConfigProblem(
+                f"parameter {name!r} drew {value!r}, which is not a finite number", key=key,
+                expected="bounds whose draws are finite numbers"))
+        return value
+    return checked
 
 
 def native_sampler(p: RandomParam) -> Callable[[random.Random], Any]:

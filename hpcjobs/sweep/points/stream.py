@@ -34,7 +34,7 @@ from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.render.shellvalue import UnencodableValueError, shell_word
 from hpcjobs.sweep.points.overrides import override_spellings, parse_overrides
 from hpcjobs.sweep.points.point import CanonicalEncoder, Point, env_value
-from hpcjobs.sweep.points.sampling import native_sampler, wandb_grid_values, wandb_sampler
+from hpcjobs.sweep.points.sampling import guarded, native_sampler, wandb_grid_values, wandb_sampler
 from hpcjobs.sweep.points.values import _value_key, check_no_repeats, source_spellings, spelled_params
 from hpcjobs.units import is_ascii_digits
 
@@ -101,6 +101,11 @@ def _dims(lists: Mapping[str, Sequence[Any]], cap: int | None = None) -> _Factor
     return grid
 
 
+def _wandb_key(where: str, name: str) -> str:
+    """The key path of a W&B parameter: ``optimizer.lr`` is ``<where>.parameters.optimizer.parameters.lr``."""
+    return f"{where}.parameters." + ".parameters.".join(name.split("."))
+
+
 def _has_repeats(values: Sequence[Any]) -> bool:
     return len({_value_key(v) for v in values}) != len(values)
 
@@ -125,8 +130,8 @@ class _Plan:
             else:
                 self.dims = None
                 count = spec.samples if spec.samples is not None else spec.run_cap
-                self.factors.append(_draws({n: wandb_sampler(p) for n, p in flat.items()}, spec.seed or 0,
-                                           count or 0))
+                self.factors.append(_draws({n: guarded(wandb_sampler(p), name=n, key=_wandb_key(where, n))
+                                            for n, p in flat.items()}, spec.seed or 0, count or 0))
         else:
             if spec.grid:
                 for n, values in spec.grid.items():
@@ -141,7 +146,8 @@ class _Plan:
             if spec.points:
                 self.factors.append([dict(p) for p in spec.points])
             if spec.random:
-                self.factors.append(_draws({n: native_sampler(p) for n, p in spec.random.parameters.items()},
+                self.factors.append(_draws({n: guarded(native_sampler(p), name=n, key=f"{where}.random.parameters.{n}")
+                                            for n, p in spec.random.parameters.items()},
                                            spec.random.seed, spec.random.samples))
             if spec.union:
                 subs = [_Plan(sub, None, f"{where}.union.{i}") for i, sub in enumerate(spec.union)]
