@@ -12,7 +12,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -208,15 +208,42 @@ def handle_errors(func: F) -> F:
 
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(0)
+        except OSError as exc:
+            typed = _path_error(exc)
+            if typed is None:
+                _report_bug(exc)
+            _report_error(typed)
+            sys.exit(typed.exit_code)
         except Exception as exc:
-            import traceback
-
-            traceback.print_exc()
-            echo(f"hpcjobs {__version__}: unexpected error ({type(exc).__name__}: {exc}). "
-                 "This is a bug in hpcjobs: please report it with the traceback above.", err=True)
-            sys.exit(EXIT_BUG)
+            _report_bug(exc)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _path_error(exc: OSError) -> HpcJobsError | None:
+    """The typed error of a file system refusal that reached the command line with its file named.
+
+    The library turns the refusals of the paths a person names into typed errors where it opens them
+    (:func:`hpcjobs.safe_files.user_path_errors`); this is the last net for one it did not foresee: a
+    refusal the environment causes (no space, quota, permission, read-only, a name too long, a part that
+    is not a folder) of a named file is said with that file and exit 1 or 2, not as a bug. Any other
+    ``OSError`` (no file named, or an errno no path explains) stays a bug (``None``).
+    """
+    from hpcjobs.safe_files import os_error_for
+
+    if not isinstance(exc.filename, str) or not exc.filename or isinstance(exc, FileNotFoundError):
+        return None
+    return os_error_for(exc, exc.filename, what="", doing="use")
+
+
+def _report_bug(exc: BaseException) -> NoReturn:
+    """Print the traceback of an unexpected error and exit with :data:`EXIT_BUG`."""
+    import traceback
+
+    traceback.print_exception(exc)
+    echo(f"hpcjobs {__version__}: unexpected error ({type(exc).__name__}: {exc}). "
+         "This is a bug in hpcjobs: please report it with the traceback above.", err=True)
+    sys.exit(EXIT_BUG)
 
 
 class LazyGroup(click.Group):

@@ -337,3 +337,23 @@ class NotJsonError(HpcJobsError):
 
     Nothing is printed; the message names where the value is (``point_list.0.params.lr``).
     """
+
+
+class FileSystemError(HpcJobsError):
+    """The file system refused a file or folder hpcjobs was told to use: no space left, over quota, read-only,
+    permission denied, an I/O error (exit code 1: the environment, not the request, has to change).
+
+    A path that cannot name a usable file at all (a name over 255 bytes, a part that is not a folder, a
+    FIFO where a file is written) is bad input instead: a :class:`ConfigError` naming the option or key.
+
+    Attributes:
+        path: The file or folder.
+        reason: What the file system said (``No space left on device``).
+        errno: The error number, when the refusal came from the operating system.
+    """
+
+    def __init__(self, path: object, reason: str, *, advice: str = "", errno: int | None = None) -> None:
+        self.path = str(path)
+        self.reason = reason
+        self.errno = errno
+        super().__init__(f"{self.path}: {reason}" + (f"; {advice}" if advice else ""))

@@ -72,3 +72,33 @@ def atomic_write_text(path: str | Path, text: str, *, mode: int | None = None,
     with atomic_writer(path, mode=mode, below=below) as fh:
         fh.write(text)
     return Path(path)
+
+
+def write_user_file(path: str | Path, data: str | bytes, *, what: str, mode: int | None = None) -> Path:
+    """Write ``data`` to ``path``, a file a person named (``--html``, ``site init -o``), atomically.
+
+    What is at ``path`` must be a regular file or nothing: a FIFO, a device or a folder is refused
+    before anything is opened (a FIFO would block, ``/dev/full`` fails half-way, and the rename would
+    replace the device or folder itself). Missing folders above it are made. The file is written
+    beside its place and renamed over it, so a failure (no space, quota) leaves the old file, or
+    none, and no partial one. Links on the way are followed; a link at ``path`` itself is replaced.
+
+    Args:
+        path: The file.
+        data: Text (written as UTF-8) or bytes.
+        what: Where the person named it (``--html``), for the messages.
+        mode: The file's mode (default :data:`PRIVATE_FILE_MODE`).
+
+    Raises:
+        ConfigError: ``path`` is not a regular file, a part of it is not a folder, or it is too long (exit 2).
+        FileSystemError: The file system refused: no space, over quota, permission, read-only (exit 1).
+    """
+    from hpcjobs.safe_files import refuse_special_target, user_folder, user_path_errors
+
+    target = Path(path)
+    refuse_special_target(target, what=what)
+    user_folder(target.parent, what=what)
+    with user_path_errors(target, what=what), atomic_writer(target, binary=isinstance(data, bytes),
+                                                            mode=mode) as fh:
+        fh.write(data)
+    return target

@@ -14,6 +14,13 @@ Every file hpcjobs writes or truncates in a sweep folder, a cache or an index go
   file whose real path leaves a folder (a run folder's ``metrics.json -> /etc/shadow``, read by an
   admin running ``results`` on someone else's sweep).
 
+Paths a person names (``--html``, ``--plot``, ``-o``, ``--root``, ``$HPCJOBS_SWEEP_ROOT``, an experiment's
+``output_dir``) go through :func:`user_folder` and :func:`refuse_special_target` (and
+:func:`hpcjobs.output.write_user_file`), and any refusal of the file system while using one through
+:func:`user_path_errors`: a name over 255 bytes, a part that is not a folder or a FIFO where a file
+goes is bad input naming the option (:class:`~hpcjobs.errors.ConfigError`, exit 2); no space, no
+permission or a read-only file system is the environment (:class:`~hpcjobs.errors.FileSystemError`, exit 1).
+
 The root itself may be reached through a link (``HPCJOBS_SWEEP_ROOT`` on a scratch file system
 linked from home is common); only what lies below it must be real. A link made by someone who can
 already write into the folder between the check and the open is outside this model: they own its
@@ -27,12 +34,13 @@ import errno
 import fcntl
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from hpcjobs.errors import UnsafePathError
+from hpcjobs.errors import ConfigError, ConfigProblem, FileSystemError, HpcJobsError, UnsafePathError
 
-__all__ = ["file_kind", "open_own_file", "read_regular", "read_regular_range", "real_folders", "refuse_links"]
+__all__ = ["file_kind", "open_own_file", "os_error_for", "read_regular", "read_regular_range", "real_folders",
+           "refuse_links", "refuse_special_target", "user_folder", "user_path_errors"]
 
 _OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK
 _LINK_ADVICE = "hpcjobs does not write through links: remove the link (or put a copy of the file in its place)"
@@ -255,3 +263,167 @@ def read_regular_range(path: str | Path, offset: int, length: int, *, inside: st
         return os.pread(fd, max(0, length), max(0, offset))
     finally:
         os.close(fd)
+
+
+# ------------------------------------------------------------------------------ paths a person names
+
+#: Refusals of the file system that the environment must fix (exit 1): errno -> (what it means, what to do).
+_ENVIRONMENT_ERRNOS: dict[int, tuple[str, str]] = {
+    errno.ENOSPC: ("no space left on the device", "free some space, or choose another place"),
+    errno.EDQUOT: ("over the disk quota", "free some space (`quota -s` shows it), or choose another place"),
+    errno.EROFS: ("on a read-only file system", "choose a writable place"),
+    errno.EACCES: ("permission denied", "check the permissions of the file and its folders, or choose another place"),
+    errno.EPERM: ("operation not permitted", "check the permissions of the file and its folders, or choose another "
+                  "place"),
+    errno.EIO: ("input/output error", "check the file system (its server or disk), or choose another place"),
+    errno.EFBIG: ("the file is larger than the file system allows", "choose another place"),
+}
+
+
+def _kind_at(path: Path) -> str | None:
+    """What ``path`` is, following links (``None``: nothing there).
+
+    Raises:
+        OSError: It cannot be looked up (too long, no permission).
+    """
+    try:
+        return file_kind(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return None
+
+
+def _first_non_folder(path: Path) -> tuple[Path, str] | None:
+    """The first existing part of ``path`` (from the top) that is not a folder, and what it is.
+
+    Raises:
+        OSError: A part cannot be looked up (too long, no permission).
+    """
+    for part in reversed((path, *path.parents)):
+        try:
+            kind = _kind_at(part)
+        except NotADirectoryError:  # below a part that is not a folder: that part was returned already
+            return None
+        if kind is None:
+            return None
+        if kind != "a directory":
+            return part, kind
+    return None
+
+
+def os_error_for(exc: OSError, path: str | Path, *, what: str, doing: str = "write") -> HpcJobsError | None:
+    """The typed error for the file system's refusal ``exc`` of ``path``, which a person named as ``what``.
+
+    Args:
+        exc: The error of the open, write, ``mkdir`` or ``stat``.
+        path: The path the person named (the one the message shows).
+        what: Where it was named: an option (``--html``), a key (``output_dir``) or a variable
+            (``$HPCJOBS_SWEEP_ROOT``).
+        doing: ``write`` or ``read`` (for the message).
+
+    Returns:
+        A :class:`~hpcjobs.errors.ConfigError` (exit 2) when the path cannot name a usable file (a name
+        over the file system's limit, a part that is not a folder, a folder where a file goes), a
+        :class:`~hpcjobs.errors.FileSystemError` (exit 1) when the environment refused (no space, no
+        permission, read-only), ``None`` for any other error (the caller lets it through: not a
+        person's path problem).
+    """
+    p = Path(path)
+    shown = exc.filename if isinstance(exc.filename, str) and exc.filename else str(p)
+    code = exc.errno
+    if code in _ENVIRONMENT_ERRNOS:
+        reason, advice = _ENVIRONMENT_ERRNOS[code]
+        return FileSystemError(shown, f"cannot {doing} it: {reason}" + (f" ({what})" if what else ""), advice=advice,
+                               errno=code)
+    if code == errno.ENAMETOOLONG:
+        longest = max((len(part.encode("utf-8", "surrogateescape")) for part in p.parts), default=0)
+        message = (f"{_short(p)}: the path is too long for the file system (its longest name has {longest:,} bytes, "
+                   f"the path {len(str(p).encode('utf-8', 'surrogateescape')):,})")
+        expected = "names of at most 255 bytes, as most file systems take"
+    elif code in (errno.ENOTDIR, errno.EEXIST):
+        try:
+            found = _first_non_folder(p)
+        except OSError:
+            found = None
+        if found is None:
+            return None
+        part, kind = found
+        message = f"{_short(part)} is {kind}, not a folder" + (f" (in {_short(p)})" if part != p else "")
+        expected = "a path whose folders are folders"
+    elif code == errno.EISDIR:
+        message = f"{_short(p)} is a folder, where a file is {'read' if doing == 'read' else 'written'}"
+        expected = "a file's path"
+    elif code == errno.ELOOP:
+        message = f"{_short(p)}: too many levels of symbolic links"
+        expected = "a path whose links end"
+    else:
+        return None
+    return ConfigError(ConfigProblem(message, key=what or None, expected=expected))
+
+
+def _short(path: Path) -> str:
+    """``path`` as text, its middle cut when it is very long (a 120 KB name in a message helps no one)."""
+    text = str(path)
+    return text if len(text) <= 512 else f"{text[:240]}...({len(text) - 480:,} characters)...{text[-240:]}"
+
+
+@contextlib.contextmanager
+def user_path_errors(path: str | Path, *, what: str, doing: str = "write") -> Iterator[None]:
+    """Turn the file system's refusals of a path a person named into the typed errors (:func:`os_error_for`).
+
+    Errors that are no property of the path (any other ``OSError``) pass through unchanged.
+    """
+    try:
+        yield
+    except OSError as exc:
+        typed = os_error_for(exc, path, what=what, doing=doing)
+        if typed is None:
+            raise
+        raise typed from exc
+
+
+def refuse_special_target(path: str | Path, *, what: str) -> None:
+    """Refuse to write a file over ``path`` when something other than a regular file is there.
+
+    A FIFO would block the write (or swallow it), ``/dev/full`` fails half-way, a folder or a device
+    would be replaced by the rename of an atomic write. Links are followed: a path a person named may
+    go through them.
+
+    Raises:
+        ConfigError: It is a FIFO, a device, a socket or a folder, or a part of it is not a folder, or
+            it is too long (exit 2).
+        FileSystemError: It cannot be looked up (permission denied).
+    """
+    p = Path(path)
+    with user_path_errors(p, what=what):
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            return
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(ConfigProblem(f"{_short(p)} is {file_kind(st.st_mode)}, not a regular file", key=what,
+                                        expected="a new file or a regular file to replace"))
+
+
+def user_folder(path: str | Path, *, what: str, create: bool = True) -> Path:
+    """``path``, a folder a person named (``--plot DIR``, ``--root``, ``output_dir``), made when missing.
+
+    Without ``create`` a missing folder is left missing (it is only checked that it could be one).
+
+    Raises:
+        ConfigError: It, or a part of it, is something other than a folder, or it is too long (exit 2).
+        FileSystemError: It cannot be made (permission, space, read-only file system).
+    """
+    p = Path(path)
+    with user_path_errors(p, what=what):
+        if create:
+            p.mkdir(parents=True, exist_ok=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.stat(p)  # a name too long, a part that is not a folder, no permission: said here
+        found = _first_non_folder(p)
+    if found is not None:
+        part, kind = found
+        raise ConfigError(ConfigProblem(f"{_short(part)} is {kind}, not a folder"
+                                        + (f" (in {_short(p)})" if part != p else ""), key=what,
+                                        expected="a folder"))
+    return p

@@ -16,6 +16,7 @@ from pathlib import Path
 from hpcjobs.errors import CommandError, CommandTimeout, ConfigError, ConfigProblem
 from hpcjobs.output import atomic_write_text
 from hpcjobs.render.script import RenderedScript
+from hpcjobs.safe_files import user_folder
 from hpcjobs.schedulers.base import SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient, client_for
 from hpcjobs.schedulers.registry import capabilities_of, get_backend
@@ -83,7 +84,7 @@ def submit_rendered(
             key="site"))
     base = Path(submit_dir) if submit_dir is not None else Path.cwd()
     out_dir = base / job.output_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
+    user_folder(out_dir, what="output_dir")
     tag = tag or JobTag(job.name, 0, new_token())
     script = atomic_write_text(out_dir / "scripts" / f"{job.name}.{tag.token}.sh", rendered.text, mode=0o700,
                                below=out_dir)

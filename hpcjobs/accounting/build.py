@@ -229,14 +229,32 @@ def build_report(request: ReportRequest) -> Report:
                      "parameters are unknown")
     tables = _only(_tables(request, df, attempts, gpu), request)
     report = Report(tables, df, gpu, sweep_id, attempts, notes)
+    _check_outputs(request)  # both, before either is written: a bad --html leaves no figures behind
     if request.plot_dir:
         from hpcjobs.accounting.reports.plots import report_figures, save_figure
 
         for name, fig in report_figures(df, request.section, gpu=gpu, tables=tables).items():
-            report.written.append(save_figure(fig, Path(request.plot_dir) / f"{name}.{request.plot_format}"))
+            report.written.append(save_figure(fig, Path(request.plot_dir) / f"{name}.{request.plot_format}",
+                                              what="--plot"))
     if request.html_file:
         from hpcjobs.accounting.reports.html import write_html_report
 
         report.written.append(write_html_report(request.html_file, df, section=request.section, gpu=gpu,
-                                                subtitle=request.subtitle(), tables=tables))
+                                                subtitle=request.subtitle(), tables=tables, what="--html"))
     return report
+
+
+def _check_outputs(request: ReportRequest) -> None:
+    """Refuse a ``--plot`` folder or an ``--html`` file that cannot be written (the folders are made).
+
+    Raises:
+        ConfigError: One is (or goes through) a FIFO, a device, a file where a folder is needed, or is too long.
+        FileSystemError: A folder cannot be made (permission, space).
+    """
+    from hpcjobs.safe_files import refuse_special_target, user_folder
+
+    if request.plot_dir:
+        user_folder(request.plot_dir, what="--plot")
+    if request.html_file:
+        refuse_special_target(request.html_file, what="--html")
+        user_folder(Path(request.html_file).parent, what="--html")

@@ -93,14 +93,18 @@ def render_request(request: RenderRequest, packed: PackedRenderer | None = None)
     manifest = capabilities_of(rendered.job.scheduler).renders_manifest
     cwd = request.cwd if request.cwd is not None else Path.cwd()
     if request.output_dir:  # "" as None: no folder
-        from hpcjobs.output import atomic_write_text
+        from hpcjobs.output import write_user_file
+        from hpcjobs.safe_files import refuse_special_target, user_folder
 
-        folder = Path(request.output_dir)
-        written = [atomic_write_text(folder / rendered.filename, rendered.text, mode=0o700)]
+        folder = user_folder(request.output_dir, what="--output-dir")
+        files = [(folder / rendered.filename, rendered.text, 0o700)]
         if manifest:
             from hpcjobs.render.manifest import manifest_yaml
 
-            written.append(atomic_write_text(folder / f"{rendered.job.name}.k8s.yaml", manifest_yaml(rendered, cwd)))
+            files.append((folder / f"{rendered.job.name}.k8s.yaml", manifest_yaml(rendered, cwd), None))
+        for path, _text, _mode in files:  # every target checked before the first is written
+            refuse_special_target(path, what="--output-dir")
+        written = [write_user_file(path, text, what="--output-dir", mode=mode) for path, text, mode in files]
         return RenderResult(rendered, manifest, None, tuple(written))
     if manifest and not request.script_only:
         from hpcjobs.render.manifest import manifest_yaml

@@ -14,7 +14,7 @@ from hpcjobs.config.loading import load_experiment
 from hpcjobs.config.site import SiteConfig
 from hpcjobs.config.sites import DEFAULT_SITE, detect_site, find_site
 from hpcjobs.config.validation import validate_document
-from hpcjobs.config.yamlio import read_yaml
+from hpcjobs.config.yamlio import YamlDocument, read_yaml
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.render.directives import build_directives
 from hpcjobs.render.pack import PackPlan
@@ -56,21 +56,84 @@ def template_name(job: ResolvedJob, experiment_template: str | None = None) -> s
     return experiment_template or job.site.template or template_of(job.scheduler)
 
 
+def _template_problem(job: ResolvedJob, template: str | None, doc: YamlDocument | None, message: str) -> ConfigError:
+    """``message`` located at the ``template:`` key that chose the template: the experiment's (``doc``, when
+    known), else the site file's, else no file."""
+    if template is not None and doc is not None:
+        return ConfigError(doc.problem(("template",), message))
+    if template is None and job.site.template and job.site_file:  # the site's `template:` names it
+        from hpcjobs.sites.check import locate_in_site_file
+
+        return ConfigError(locate_in_site_file(job.site_file, ("template",), message))
+    return ConfigError(ConfigProblem(message, key="template"))
+
+
+def load_template(job: ResolvedJob, *, template: str | None = None, template_dirs: tuple[str, ...] = (),
+                  doc: YamlDocument | None = None) -> jinja2.Template:
+    """The compiled template that renders ``job`` (:func:`template_name`), checked before anything is written.
+
+    Args:
+        job: The resolved job.
+        template: The experiment's ``template:``.
+        template_dirs: Extra template folders, searched first.
+        doc: The experiment's document: a template it names that cannot be found is reported at its
+            ``template:`` key (file and line, or ``--set``).
+
+    Raises:
+        ConfigError: The template is missing (or its name leaves the template folders), is not UTF-8, or
+            has a syntax error.
+    """
+    name = template_name(job, template)
+    env = template_environment(template_dirs)
+    try:
+        return env.get_template(name)
+    except jinja2.TemplateNotFound as exc:
+        searched = ", ".join(str(p) for p in template_search_path(template_dirs))
+        if exc.name == name and (name.startswith(("/", "\\")) or ".." in name.replace("\\", "/").split("/")):
+            message = (f"template {name!r} is outside the template folders: a template is named relative to them, "
+                       f"without '..' or a leading '/' (searched {searched})")
+        else:
+            message = f"template {exc.name!r} not found (searched {searched})"
+        raise _template_problem(job, template, doc, message) from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise ConfigError(ConfigProblem(f"template syntax error: {exc.message}", file=exc.filename or exc.name,
+                                        line=exc.lineno)) from None
+    except RecursionError:
+        raise _recursion_error(name, template_dirs) from None
+
+
+def _recursion_error(name: str, template_dirs: tuple[str, ...]) -> ConfigError:
+    """The error for a template whose loading or rendering recursed without end: the cycle, link by link."""
+    from hpcjobs.render.templating import template_cycle
+
+    cycle = template_cycle(template_environment(template_dirs), name)
+    if cycle is None:
+        return ConfigError(ConfigProblem(f"template {name!r} recursed without end (a macro or an include that "
+                                         "calls itself with no way out)", key="template"))
+    chain = " -> ".join(f"{tpl} ({file or tpl}:{line} {how})" for tpl, file, how, line in cycle)
+    first = cycle[0]
+    return ConfigError(ConfigProblem(
+        f"templates extend, include or import each other in a cycle: {chain} -> {first[0]}; break the cycle",
+        file=first[1], line=first[3], key="template"))
+
+
 def render_job(job: ResolvedJob, *, template: str | None = None,
-               template_dirs: tuple[str, ...] = (), pack: PackPlan | None = None) -> RenderedScript:
+               template_dirs: tuple[str, ...] = (), pack: PackPlan | None = None,
+               doc: YamlDocument | None = None) -> RenderedScript:
     """Render ``job`` with the layered templates.
 
     Every value goes into the script through :func:`hpcjobs.render.shellvalue.shell_word` (the
     ``q``/``qpath`` filters and the ``environment_lines`` exports): one printable-ASCII word per
     value, decoded by bash to exactly the value's UTF-8 bytes. ``pack`` renders a packed array task
     (:class:`hpcjobs.render.pack.PackPlan`): the point's part of the script runs once per point.
+    ``doc``: the experiment's document, to locate a missing template at its ``template:`` key.
 
     Raises:
-        ConfigError: The template does not exist, has a syntax error, or uses an undefined variable;
-            or a value contains NUL.
+        ConfigError: The template does not exist, is not UTF-8, has a syntax error, uses an undefined
+            variable or includes or extends itself (directly or in a cycle); or a value contains NUL.
     """
     name = template_name(job, template)
-    env = template_environment(template_dirs)
+    compiled = load_template(job, template=template, template_dirs=template_dirs, doc=doc)
     directives = build_directives(job)
     job_env = job_env_of(job.scheduler)
     prefix = job_env.directive_prefix
@@ -106,15 +169,13 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
         "pack": pack,
     }
     try:
-        text = env.get_template(name).render(context)
-    except jinja2.TemplateNotFound as exc:
+        text = compiled.render(context)
+    except jinja2.TemplateNotFound as exc:  # one it includes or extends
         searched = ", ".join(str(p) for p in template_search_path(template_dirs))
-        message = f"template {exc.name!r} not found (searched {searched})"
-        if template is None and job.site.template and job.site_file:  # the site's `template:` names it
-            from hpcjobs.sites.check import locate_in_site_file
-
-            raise ConfigError(locate_in_site_file(job.site_file, ("template",), message)) from None
-        raise ConfigError(ConfigProblem(message, key="template")) from None
+        raise ConfigError(ConfigProblem(f"template {exc.name!r} (used by {name!r}) not found (searched {searched})",
+                                        key="template")) from None
+    except RecursionError:
+        raise _recursion_error(name, template_dirs) from None
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(ConfigProblem(f"template syntax error: {exc.message}", file=exc.filename or exc.name,
                                         line=exc.lineno)) from None
@@ -233,4 +294,4 @@ def render_experiment(
     site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler, refresh_site=refresh_site,
                                            template_dirs=template_dirs)
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
-    return render_job(job, template=experiment.template, template_dirs=template_dirs)
+    return render_job(job, template=experiment.template, template_dirs=template_dirs, doc=doc)

@@ -116,13 +116,18 @@ def site_yaml(site: DiscoveredSite, now: datetime | None = None) -> str:
     return render_site_yaml(site, header)
 
 
-def write_site_file(site: DiscoveredSite, path: str | Path) -> Path:
-    """Write the site's YAML to ``path`` atomically (folders created)."""
-    from hpcjobs.output import atomic_write_text
+def write_site_file(site: DiscoveredSite, path: str | Path, *, what: str = "--output") -> Path:
+    """Write the site's YAML to ``path`` atomically (folders created: :func:`hpcjobs.output.write_user_file`).
 
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(target, site_yaml(site))
+    ``what``: where the path was named, for the messages.
+
+    Raises:
+        ConfigError: ``path`` is a FIFO, a device or a folder, or goes through something that is not a folder.
+        FileSystemError: The file system refused the write (no space, permission).
+    """
+    from hpcjobs.output import write_user_file
+
+    return write_user_file(path, site_yaml(site), what=what)
 
 
 @dataclass(frozen=True)
@@ -162,7 +167,7 @@ def discovered_site_file(probe: Probe, *, refresh: bool = False, clock: float | 
         age = None
     if refresh or age is None or age > CACHE_MAX_AGE_S or age < 0:
         site = discover_site(probe.scheduler)
-        write_site_file(site, path)
+        write_site_file(site, path, what="the discovered-site cache")
         name = site.name
     else:
         from hpcjobs.config.sites import load_site_file

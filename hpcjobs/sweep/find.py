@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpcjobs.errors import ConfigError, ConfigProblem
-from hpcjobs.ids import check_id_argument, match_prefix
-from hpcjobs.sweep.identity import find_sweep_root, name_of, sweep_folders
-from hpcjobs.sweep.ledger.schema import LEDGER_FILE
+from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError
+from hpcjobs.ids import MIN_PREFIX, check_id_argument, match_prefix
+from hpcjobs.sweep.identity import broken_ledger, find_sweep_root, holds_ledger, name_of, sweep_folders
 from hpcjobs.sweep.singles_read import find_single, sweep_job_hint
 
 
@@ -31,11 +30,13 @@ def find_sweep(name: str | Path, root: str | Path | None = None) -> Path:
     Raises:
         IdArgumentError: ``name`` is empty or blank, or a prefix too short or ambiguous (with the candidates).
         ConfigError: No such sweep or job (saying where it looked), or an ambiguous name (with the candidates).
+        LedgerError: The sweep folder it names holds a ``ledger.sqlite`` that is not a regular file (a FIFO,
+            a folder, a device, a link).
     """
     if not isinstance(name, Path):
         check_id_argument(name, what="sweep")
     p = Path(name)
-    if _is_sweep_folder(p):
+    if holds_ledger(p):
         return p.resolve()
     where = find_sweep_root(root)
     base = where.path
@@ -54,18 +55,31 @@ def find_sweep(name: str | Path, root: str | Path | None = None) -> Path:
     prefixed = match_prefix(text, candidates, what="sweep", key="sweep", where=f" in {base}")
     if prefixed is not None:
         return base / prefixed
+    _refuse_broken(text, p, base)
     hint = sweep_job_hint(text, base)
     raise ConfigError(ConfigProblem(f"no sweep {text!r} in {where.describe()}, and no job of `hpcjobs submit` "
                                     "with that id or name" + (f"; {hint}" if hint else ""), key="sweep",
                                     choices=tuple(candidates)))
 
 
-def _is_sweep_folder(path: Path) -> bool:
-    """Whether ``path`` holds a sweep ledger (``False`` for a name the file system cannot even look up)."""
-    try:
-        return (path / LEDGER_FILE).is_file()
-    except (OSError, ValueError):  # too long, or a NUL byte
-        return False
+def _refuse_broken(text: str, given: Path, base: Path) -> None:
+    """When no sweep answers to ``text``: refuse a sweep folder it names (as a path, or as a folder of ``base``
+    by id, name or prefix) whose ``ledger.sqlite`` is no regular file, said so rather than "no sweep".
+
+    Raises:
+        LedgerError: Its ``ledger.sqlite`` is a FIFO, a folder, a device or a link.
+    """
+    problem = broken_ledger(given)
+    if problem is None:
+        try:
+            folders = sorted(d.name for d in base.iterdir() if d.is_dir() and broken_ledger(d) is not None)
+        except (OSError, ValueError):
+            folders = []
+        named = ([f for f in folders if f == text] or [f for f in folders if name_of(f) == text]
+                 or [f for f in folders if f.startswith(text) and len(text) >= MIN_PREFIX])
+        problem = broken_ledger(base / named[0]) if len(named) == 1 else None
+    if problem is not None:
+        raise LedgerError(problem)
 
 
 __all__ = ["find_sweep"]

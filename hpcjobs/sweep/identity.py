@@ -21,11 +21,13 @@ current folder or one of its parents, else ``$HPCJOBS_SWEEP_ROOT``, else ``./hpc
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,15 +88,38 @@ def find_sweep_root(root: str | Path | None = None, *, start: str | Path | None 
     """
     here = Path(start or Path.cwd()).resolve()
     if root:
-        return SweepRoot(Path(root).resolve(), "--root", here)
+        return _usable(SweepRoot(_absolute(root, "--root"), "--root", here))
     for folder in (here, *here.parents):
         candidate = folder / DEFAULT_SWEEP_ROOT
         if candidate.is_dir():
             return SweepRoot(candidate, "found", here)
     env = os.environ.get("HPCJOBS_SWEEP_ROOT")
     if env:
-        return SweepRoot(Path(env).resolve(), "$HPCJOBS_SWEEP_ROOT", here)
-    return SweepRoot(here / DEFAULT_SWEEP_ROOT, "default", here)
+        return _usable(SweepRoot(_absolute(env, "$HPCJOBS_SWEEP_ROOT"), "$HPCJOBS_SWEEP_ROOT", here))
+    return _usable(SweepRoot(here / DEFAULT_SWEEP_ROOT, "default", here))
+
+
+def _absolute(path: str | Path, what: str) -> Path:
+    """``path`` made absolute (links resolved as far as they exist), its file system errors typed."""
+    from hpcjobs.safe_files import user_path_errors
+
+    with user_path_errors(path, what=what, doing="use"):
+        return Path(path).resolve()
+
+
+def _usable(where: SweepRoot) -> SweepRoot:
+    """``where``, once its path is known to be a folder, or nothing yet (then it can be made).
+
+    Raises:
+        ConfigError: The path (or a folder above it) is a file, a FIFO or a device, or a name in it is too
+            long: named with how the root was chosen (``--root``, ``$HPCJOBS_SWEEP_ROOT``).
+        FileSystemError: It cannot be looked up (permission denied).
+    """
+    from hpcjobs.safe_files import user_folder
+
+    what = {"default": f"the sweep folder ./{DEFAULT_SWEEP_ROOT}"}.get(where.how, where.how)
+    user_folder(where.path, what=what, create=False)
+    return where
 
 
 def sweep_root(root: str | Path | None = None) -> Path:
@@ -104,9 +129,42 @@ def sweep_root(root: str | Path | None = None) -> Path:
 
 def sweep_folders(base: Path) -> list[str]:
     """Names of the sweep folders (those holding a ledger) directly under ``base``, sorted."""
-    if not base.is_dir():
-        return []
-    return sorted(d.name for d in base.iterdir() if (d / _LEDGER).is_file())
+    from hpcjobs.safe_files import user_path_errors
+
+    with user_path_errors(base, what="the sweep root", doing="list"):
+        if not base.is_dir():
+            return []
+        entries = list(base.iterdir())
+    return sorted(d.name for d in entries if holds_ledger(d))
+
+
+def holds_ledger(folder: str | Path) -> bool:
+    """Whether ``folder`` holds a regular ledger file (``False`` for a path that cannot even be looked up:
+    too long, a NUL byte, no permission)."""
+    try:
+        return (Path(folder) / _LEDGER).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def broken_ledger(folder: str | Path) -> str | None:
+    """Why ``folder``'s ``ledger.sqlite`` is no ledger file when something else is there (a FIFO, a folder,
+    a device, a link): the message; ``None`` when it is a regular file or nothing is there."""
+    from hpcjobs.safe_files import file_kind
+
+    path = Path(folder) / _LEDGER
+    try:
+        st = os.lstat(path)
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(st.st_mode):
+        return None
+    kind = file_kind(st.st_mode)
+    if stat.S_ISLNK(st.st_mode):
+        with contextlib.suppress(OSError):
+            kind += f" (to {os.readlink(path)})"
+    return (f"{path} is {kind}, not a ledger file: the record of sweep {Path(folder).name} cannot be read there; "
+            "put the sweep's ledger.sqlite back (a regular file), or move the folder away")
 
 
 def name_of(sweep_id: str) -> str:

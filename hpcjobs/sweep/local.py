@@ -51,7 +51,7 @@ from typing import IO, Any
 from hpcjobs import states
 from hpcjobs.errors import HpcJobsError, LedgerError
 from hpcjobs.process import start_process
-from hpcjobs.safe_files import open_own_file
+from hpcjobs.safe_files import open_own_file, user_folder
 from hpcjobs.schedulers.base import JobStatus
 from hpcjobs.sweep.chunks import Chunk
 from hpcjobs.sweep.ledger.store import Ledger, PointRecord, SubmitterLock, new_token
@@ -342,7 +342,7 @@ class _Run:
     def execute(self) -> None:
         """Run every task of the chunk, at most ``workers`` at a time, until done, cancelled or stopped."""
         out_dir = self.prepared.submit_dir / self.prepared.job.output_dir
-        out_dir.mkdir(parents=True, exist_ok=True)
+        user_folder(out_dir, what="output_dir")
         waiting = deque(range(len(self.point_ids)))
         stopped: str | None = None
         try:

@@ -94,10 +94,18 @@ def parse_after_option(text: str) -> UpstreamSpec:
 
 
 def _looks_like_file(ref: str, base: Path) -> Path | None:
-    candidate = Path(ref).expanduser()
-    path = candidate if candidate.is_absolute() else base / candidate
-    if path.is_file() or ref.endswith(_FILE_SUFFIXES):
-        return path.resolve()
+    """``ref`` as an experiment file (absolute), when it names one or ends like one; else ``None`` (an id).
+
+    A reference no file can have (a name over 255 bytes, ``~nosuchuser``) is an id: the lookup says
+    that no sweep or job has it.
+    """
+    try:
+        candidate = Path(ref).expanduser()
+        path = candidate if candidate.is_absolute() else base / candidate
+        if path.is_file() or ref.endswith(_FILE_SUFFIXES):
+            return path.resolve()
+    except (OSError, RuntimeError, ValueError):  # too long, an unknown ~user, a NUL byte
+        return None
     return None
 
 
@@ -173,10 +181,11 @@ def find_upstream(spec: UpstreamSpec, root: str | Path | None = None, site: str 
             ambiguous name.
     """
     from hpcjobs.sweep.find import find_sweep
+    from hpcjobs.sweep.identity import holds_ledger
 
     ref = spec.ref
     for given in (spec.folder, ref):
-        if given and (Path(given) / LEDGER_FILE).is_file():
+        if given and holds_ledger(given):
             return Path(given).resolve()
     path = _looks_like_file(ref, Path.cwd())
     if path is not None and Path(ref).is_absolute():

@@ -27,16 +27,17 @@ million points costs the memory of one chunk.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.loading import load_experiment
 from hpcjobs.config.site import SiteConfig
-from hpcjobs.config.yamlio import read_text_file
+from hpcjobs.config.yamlio import YamlDocument, read_text_file
+from hpcjobs.errors import ConfigError
 from hpcjobs.output import atomic_write_text
-from hpcjobs.render.script import RenderedScript, load_site_for, render_job
+from hpcjobs.render.script import RenderedScript, load_site_for, load_template, render_job
 from hpcjobs.render.shellvalue import shell_word
 from hpcjobs.resolve import ResolvedJob, resolve
 from hpcjobs.schedulers.base import ArraySpec
@@ -123,10 +124,36 @@ def prepare_sweep(
     points = sweep_points(experiment.sweep, sweep_args, doc=doc, source_text=text)
     points.check()  # every point once (a filter failing on one fails here); a plain grid needs no pass
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
+    load_template(job, template=experiment.template, doc=doc)  # missing, not UTF-8: said before anything is written
     shapes, shape_of = job_shapes(experiment, doc, site_config, site_file, job, points)
     sweep_id = make_sweep_id(experiment, sweep_args, site_config.name)
+    where = Path(submit_dir or Path.cwd()).resolve()
+    check_output_dirs({s.job.output_dir for s in shapes} or {job.output_dir}, where, doc)
     return PreparedSweep(sweep_id, sweep_root(root) / sweep_id, experiment_path, text, experiment,
-                         site_config, job, points, Path(submit_dir or Path.cwd()).resolve(), shapes, shape_of)
+                         site_config, job, points, where, shapes, shape_of)
+
+
+def check_output_dirs(output_dirs: Iterable[str], submit_dir: Path, doc: YamlDocument | None = None) -> None:
+    """Refuse, before anything is written, an ``output_dir`` that cannot be a folder (nothing is made).
+
+    ``--set output_dir=/dev/null``, a path through a regular file, a name over 255 bytes: each is said at
+    the experiment's ``output_dir`` key (or ``--set``) instead of failing once the sweep folder exists.
+
+    Raises:
+        ConfigError: One of them (relative to ``submit_dir``) is, or goes through, something that is not a
+            folder, or is too long for the file system.
+        FileSystemError: One cannot be looked up (permission denied).
+    """
+    from hpcjobs.safe_files import user_folder
+
+    for output_dir in sorted(output_dirs):
+        try:
+            user_folder(submit_dir / output_dir, what="output_dir", create=False)
+        except ConfigError as exc:
+            if doc is None:
+                raise
+            raise ConfigError([doc.problem(("output_dir",), p.message, expected=p.expected)
+                               for p in exc.problems]) from None
 
 
 def chunk_env_text(prepared: PreparedSweep, point_ids: Sequence[str]) -> str:
@@ -216,7 +243,7 @@ def render_packed(path: str | Path, *, site: str | None = None, overrides: Seque
     Raises:
         ConfigError: Anything wrong with the experiment, its sweep or the site.
     """
-    experiment, _doc = load_experiment(path, overrides)
+    experiment, doc = load_experiment(path, overrides)
     if experiment.pack is None:
         return None
     prepared = prepare_sweep(path, site=site, overrides=overrides, root=root, template_dirs=template_dirs)
@@ -225,4 +252,4 @@ def render_packed(path: str | Path, *, site: str | None = None, overrides: Seque
     size = len(prepared.points)
     job = array_job_for_chunk(prepared, 0, size, prepared.site.limits.array_throttle)
     plan = chunk_pack_plan(prepared, 0, "0" * 16, job)
-    return render_job(job, template=experiment.template, template_dirs=template_dirs, pack=plan)
+    return render_job(job, template=experiment.template, template_dirs=template_dirs, pack=plan, doc=doc)

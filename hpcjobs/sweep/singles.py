@@ -139,7 +139,7 @@ def prepare_single(path: str | Path, *, site: str | None = None, overrides: Sequ
     experiment, doc = load_experiment(experiment_path, tuple(overrides))
     site_config, site_file = load_site_for(experiment, site, ask_scheduler=ask_scheduler, refresh_site=refresh_site)
     job = resolve(experiment, site_config, doc=doc, site_file=site_file)
-    rendered = render_job(job, template=experiment.template)
+    rendered = render_job(job, template=experiment.template, doc=doc)
     if capabilities_of(job.scheduler).runs_here:
         raise ConfigError(ConfigProblem(
             f"site {job.site.name!r} has no scheduler to submit to: run it here with `hpcjobs sweep` (the local "
@@ -147,6 +147,9 @@ def prepare_single(path: str | Path, *, site: str | None = None, overrides: Sequ
             key="site"))
     base = singles_root(root)
     where = Path(submit_dir or Path.cwd()).resolve()
+    from hpcjobs.sweep.prepare import check_output_dirs
+
+    check_output_dirs({job.output_dir}, where, doc)
     rid = request_id(experiment, site_config.name, where)
     taken = set(sweep_folders(base)) if new else set()
     if rid in taken:  # --new: the first free <id>-2, -3, ...
@@ -301,10 +304,11 @@ def _submit_once(request: SingleRequest, ledger: Ledger, client: SchedulerClient
             the queue could not be read to settle an ambiguous answer (the next run looks it up).
     """
     from hpcjobs.output import atomic_write_text
+    from hpcjobs.safe_files import user_folder
     from hpcjobs.sweep.chunks import is_transient
 
     (point,) = ledger.pending_points()
-    (request.submit_dir / request.rendered.job.output_dir).mkdir(parents=True, exist_ok=True)
+    user_folder(request.submit_dir / request.rendered.job.output_dir, what="output_dir")
     last: HpcJobsError | None = None
     for attempt in range(1, retry.attempts + 1):
         token = new_token(ledger.path.parent)

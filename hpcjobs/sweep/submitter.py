@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, SubmitError, reading_output_of
 from hpcjobs.resolve import ResolvedJob
+from hpcjobs.safe_files import user_folder
 from hpcjobs.schedulers import limits_cache
 from hpcjobs.schedulers.base import ClusterLimits, JobDependency, SubmitOptions
 from hpcjobs.schedulers.client import SchedulerClient
@@ -171,7 +172,7 @@ class SweepSubmitter:
             capacity *= pack_size(self.prepared)  # points per chunk: K per array task when packed
             if not dry_run:
                 for out_dir in {s.job.output_dir for s in self.prepared.shapes} or {self.prepared.job.output_dir}:
-                    (self.prepared.submit_dir / out_dir).mkdir(parents=True, exist_ok=True)
+                    user_folder(self.prepared.submit_dir / out_dir, what="output_dir")
             for _round in range(self.retry.attempts):
                 pending = self.ledger.pending_ids()
                 chunks = self._plan(pending, capacity)

@@ -196,7 +196,8 @@ def summary_numbers(df: pd.DataFrame) -> dict[str, str]:
 
 def write_html_report(path: str | os.PathLike[str], df: pd.DataFrame, *, section: str = "all",
                       gpu: pd.DataFrame | None = None, title: str = "hpcjobs accounting report",
-                      subtitle: str = "", tables: Mapping[str, pd.DataFrame] | None = None) -> Path:
+                      subtitle: str = "", tables: Mapping[str, pd.DataFrame] | None = None,
+                      what: str = "HTML file") -> Path:
     """Compute the tables and figures of ``section`` and write the HTML report.
 
     Args:
@@ -208,9 +209,14 @@ def write_html_report(path: str | os.PathLike[str], df: pd.DataFrame, *, section
         subtitle: Line under the title.
         tables: Tables already computed (default: :func:`~hpcjobs.accounting.reports.tables.report_tables`); a
             sweep report's tables add its figures (see :func:`~hpcjobs.accounting.reports.plots.report_figures`).
+        what: Where the path was named (``--html``), for the messages.
 
     Returns:
-        The path written.
+        The path written (atomically: :func:`hpcjobs.output.write_user_file`).
+
+    Raises:
+        ConfigError: ``path`` is a FIFO, a device or a folder, or goes through something that is not a folder.
+        FileSystemError: The file system refused the write (no space, permission).
     """
     from hpcjobs.accounting.reports.plots import report_figures
     from hpcjobs.accounting.reports.tables import report_tables
@@ -219,7 +225,6 @@ def write_html_report(path: str | os.PathLike[str], df: pd.DataFrame, *, section
         tables = report_tables(df, section, gpu=gpu)
     figures = report_figures(df, section, gpu=gpu, tables=tables)
     text = render_html(title, tables, figures, summary=summary_numbers(df), subtitle=subtitle)
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text, encoding="utf-8")
-    return p
+    from hpcjobs.output import write_user_file
+
+    return write_user_file(path, text, what=what, mode=0o644)

@@ -210,19 +210,23 @@ def plot_failures_by_param(by_param: pd.DataFrame, top: int = 20) -> Figure:
     return fig
 
 
-def save_figure(fig: Figure, path: str | os.PathLike[str]) -> Path:
-    """Write ``fig`` as PNG or SVG, chosen by the file suffix.
+def save_figure(fig: Figure, path: str | os.PathLike[str], *, what: str = "figure file") -> Path:
+    """Write ``fig`` as PNG or SVG, chosen by the file suffix, atomically (:func:`hpcjobs.output.write_user_file`).
+
+    ``what``: where the path was named (``--plot``), for the messages.
 
     Raises:
         ValueError: The suffix is neither ``.png`` nor ``.svg``.
+        ConfigError: ``path`` is a FIFO, a device or a folder, or goes through something that is not a folder.
+        FileSystemError: The file system refused the write (no space, permission).
     """
+    from hpcjobs.output import write_user_file
+
     p = Path(path)
     fmt = p.suffix.lower().lstrip(".")
     if fmt not in ("png", "svg"):
         raise ValueError(f"figure format must be .png or .svg, not {p.suffix!r}")
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, format=fmt, dpi=110, metadata={"Software": None} if fmt == "png" else {"Date": None})
-    return p
+    return write_user_file(p, figure_bytes(fig, fmt), what=what, mode=0o644)
 
 
 def figure_bytes(fig: Figure, fmt: str = "png") -> bytes:

@@ -168,6 +168,7 @@ class Ledger(LedgerReads, RecoveryRecords, StatusRecords, UpstreamRecords):
         points = prepare_points(points)
         d = Path(sweep_dir)
         d.mkdir(parents=True, exist_ok=True)
+        refuse_linked_ledger(d / LEDGER_FILE)  # a FIFO or a folder is said to be one, not "an empty ledger"
         refuse_schemaless(d, meta)
         ledger = cls(d, _connect(d / LEDGER_FILE, choose_journal_mode(d)))
         try:
