@@ -81,7 +81,10 @@ def test_six_point_sweep_with_a_failing_point(kubernetes: None, workdir: Path) -
         assert counts == {st.COMPLETED: 5, st.FAILED: 1}
         with Ledger.open(root / prepared.sweep_id) as ledger:
             failed = [p for p in ledger.points() if p.state == st.FAILED]
-            assert [(p.array_index, p.exit_code, p.state_raw) for p in failed] == [(3, 7, "BackoffLimitExceeded")]
+            # the Job controller sets its Failed condition (BackoffLimitExceeded) some seconds after the pod
+            # failed (seen with both cores busy); with backoffLimit 0 a failed pod already is the Job's end
+            assert [(p.array_index, p.exit_code) for p in failed] == [(3, 7)]
+            assert failed[0].state_raw in ("BackoffLimitExceeded", "pod Failed"), failed[0].state_raw
             assert ledger.check_invariants() == []
             ids = {p.point_id for p in ledger.points()}
         runs = _runs(root / prepared.sweep_id)

@@ -524,10 +524,34 @@ cmd_accounting() {
     esac
 }
 
+# The largest job id slurmctld (squeue) or slurmdbd (sacct, last day) knows.
+highest_job_id() {
+    { timeout 10 squeue -h -t all -o %A 2>/dev/null; timeout 10 sacct -a -X -n -P -o JobIDRaw -S now-1day 2>/dev/null; } \
+        | grep -E '^[0-9]+$' | sort -n | tail -n1
+}
+
+# bump_job_ids_past ID: submit (held) and cancel throwaway jobs until a new job's id is above ID.
+# Seen on this Slurm 22.05: after `scontrol reconfigure`, with the newest jobs already purged from memory
+# (a small MinJobAge), slurmctld handed out ids again that those jobs had had; every later `sacct -j ID`
+# then mixed two jobs.
+bump_job_ids_past() {
+    local want=$1 id n
+    [[ -n $want ]] || return 0
+    for (( n = 0; n < 1000; n++ )); do
+        id=$(sbatch --parsable --hold -J testbed-id-bump -p debug -A hpcjobs -t 1 -o /dev/null --wrap true) \
+            || die "could not submit a job to move the job ids on"
+        id=${id%%;*}
+        scancel "$id" 2>/dev/null || true
+        (( id > want )) && return 0
+    done
+    die "job ids did not move past $want"
+}
+
 # min-job-age SECONDS|default: how long a finished job stays in slurmctld's memory (and squeue).
 cmd_min_job_age() {
     need_root min-job-age
-    local value=${1:-}
+    local value=${1:-} highest
+    highest=$(highest_job_id)
     if [[ $value == default ]]; then
         render_slurm_conf "$(host_short)" | install_file "$SLURM_ETC/slurm.conf" 644 || true
     elif [[ $value =~ ^[0-9]+$ ]] && (( value >= 2 )); then
@@ -536,7 +560,8 @@ cmd_min_job_age() {
         echo "usage: $0 min-job-age {SECONDS (2 or more)|default}" >&2; exit 2
     fi
     scontrol reconfigure
-    log "MinJobAge: $(scontrol show config | awk '$1 == "MinJobAge" {print $3, $4}')"
+    bump_job_ids_past "$highest"
+    log "MinJobAge: $(scontrol show config | awk '$1 == "MinJobAge" {print $3, $4}'), job ids past ${highest:-none}"
 }
 
 main() {
