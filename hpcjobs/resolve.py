@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hpcjobs.config.arrays import ArraySpec
+from hpcjobs.config.container import ResolvedContainer, container_problems, resolve_container
 from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.policy import directive_names, forbidden_in, looks_like_secret
 from hpcjobs.config.scheduler_facts import SchedulerFacts, facts_of, set_facts_provider
@@ -86,6 +87,8 @@ class ResolvedJob:
     site_file: str = ""
     #: Mail from the scheduler: ``(address, events)`` with events from ``begin``, ``end``, ``fail``.
     notify: tuple[str, tuple[str, ...]] | None = None
+    #: What the job's program runs in (the experiment's ``container:`` on the site's runtimes), or ``None``.
+    container: ResolvedContainer | None = None
 
     @property
     def scheduler(self) -> str:
@@ -274,6 +277,11 @@ def resolve(
         problems += [_problem(doc, key, msg, site_file) for key, msg in pack_share_problems(
             exp.pack, nodes=r.nodes, cpus=r.tasks_per_node * r.cpus_per_task, gpus=r.gpus_per_node,
             launcher=launcher)]
+    if exp.container is not None:
+        launcher = exp.launch.launcher if exp.launch is not None else None
+        problems += [_problem(doc, f"container.{key}", msg, site_file) for key, msg in container_problems(
+            exp.container, site.containers, site_name=site.name, scheduler=site.scheduler,
+            hosted=facts.container_runtimes, launcher=launcher)]
     if problems:
         raise ConfigError(problems)
 
@@ -322,6 +330,9 @@ def resolve(
         warnings=warnings,
         site_file=site_file,
         notify=(exp.notify.email, tuple(exp.notify.on)) if exp.notify is not None else None,
+        container=None if exp.container is None or site.containers is None else resolve_container(
+            exp.container, site.containers, gpus=r.gpus_per_node > 0,
+            job_env=(*env, *exp.secrets, "HPCJOBS_JOB_NAME", "HPCJOBS_SITE")),
     )
 
 

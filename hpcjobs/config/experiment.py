@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
+from hpcjobs.config.container import ContainerSpec
 from hpcjobs.config.pack import Pack
 from hpcjobs.config.pipeline import Notify, Upstream, after_json_schema, short_upstreams
 from hpcjobs.config.results import ResultSource, one_or_list_schema
@@ -192,6 +193,10 @@ class Experiment(StrictModel):
     notify: Notify | None = Field(
         None, description="Mail from the scheduler, e.g. {email: me@example.org, on: [begin, end, fail]} "
         "(Slurm --mail-user/--mail-type, PBS -M/-m).",
+    )
+    container: ContainerSpec | None = Field(
+        None, description="The image the job's command (or each launcher) runs in: {image: docker://..., mounts: "
+        "[/scratch], workdir: /workspace, env: inherit, runtime: auto} (see the Containers page).",
     )
 
     @field_validator("after", mode="before")

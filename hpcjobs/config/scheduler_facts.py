@@ -42,6 +42,8 @@ class SchedulerFacts:
             ``--signal``); elsewhere the script signals itself from a timer and needs ``resources.walltime``.
         launchers: The scheduler-provided launchers a job may use here
             (:data:`hpcjobs.launch.settings.SCHEDULER_LAUNCHERS`: ``srun``).
+        container_runtimes: The container runtimes a job on this scheduler can run in (the backend's
+            ``capabilities.container_runtimes``: ``pyxis`` and ``oci`` only with Slurm's ``srun``).
         env_secret_problem: ``(site, the job's directive lines)`` → why a secret from the submitter's
             environment (``secrets: {X: {env: Y}}``) cannot reach the job, or ``None`` when it arrives.
     """
@@ -49,6 +51,7 @@ class SchedulerFacts:
     mail: bool = False
     walltime_signal: bool = False
     launchers: frozenset[str] = frozenset()
+    container_runtimes: frozenset[str] = frozenset()
     env_secret_problem: Callable[[SiteConfig, Sequence[str]], str | None] = _secret_arrives
 
 

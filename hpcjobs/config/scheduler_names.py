@@ -27,6 +27,8 @@ class SiteRules:
             words (``{"qos_limits": "Slurm QOS limits"}``).
         partitions: Whether a site of this scheduler has partitions (the local runner has none).
         runs_here: Jobs run as processes of this machine: the site is never detected by host name.
+        container_runtimes: The container runtimes a job on this scheduler can run in (a site's
+            ``containers.runtimes`` may list only these).
         short_options: Short options of raw directives and the long option each stands for
             (``{"p": "partition"}``), so that a site's ``forbidden_directives`` catch both spellings.
     """
@@ -36,6 +38,7 @@ class SiteRules:
     site_fields: Mapping[str, str] = field(default_factory=dict)
     partitions: bool = True
     runs_here: bool = False
+    container_runtimes: frozenset[str] = frozenset()
     short_options: Mapping[str, str] = field(default_factory=dict)
 
 

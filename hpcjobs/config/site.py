@@ -20,6 +20,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
 from hpcjobs.config import scheduler_names
+from hpcjobs.config.container import SiteContainers
 from hpcjobs.config.site_containers import KubernetesSettings, SwarmSettings
 from hpcjobs.config.types import EnvName, EnvValue, ExportName, Memory, Name, OneLine, StrictModel, Walltime
 
@@ -248,6 +249,9 @@ class SiteConfig(StrictModel):
         None, description="Docker Swarm sites: the image, mounts and placement of jobs.")
     kubernetes: KubernetesSettings | None = Field(
         None, description="Kubernetes sites: the namespace, image, volumes and placement of jobs.")
+    containers: SiteContainers | None = Field(
+        None, description="Container runtimes on the nodes (apptainer, singularity, pyxis, podman, oci), their "
+        "modules and GPU flags, default mounts and the folders a job may mount.")
 
     @model_validator(mode="after")
     def _consistent(self) -> SiteConfig:
@@ -283,6 +287,11 @@ def _scheduler_problem(site: SiteConfig) -> str | None:
         return None
     if not facts.partitions and site.partitions:
         return f"a {site.scheduler!r} site has no partitions"
+    if site.containers is not None:
+        foreign = [r for r in site.containers.runtimes if r not in facts.container_runtimes]
+        if foreign:
+            return (f"containers.runtimes: {', '.join(foreign)} cannot run under {site.scheduler}; its jobs can run in "
+                    f"{', '.join(sorted(facts.container_runtimes)) or 'no container runtime (they are containers)'}")
     sections: list[str] = []
     for other in scheduler_names.known().values():
         if other.site_section and other.site_section not in sections:

@@ -15,6 +15,7 @@ from hpcjobs.config.site import SiteConfig
 from hpcjobs.config.sites import DEFAULT_SITE, detect_site, find_site
 from hpcjobs.config.validation import validate_document
 from hpcjobs.config.yamlio import YamlDocument, read_yaml
+from hpcjobs.containers import render_container
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.render.directives import build_directives
 from hpcjobs.render.pack import PackPlan
@@ -144,6 +145,7 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
             lines.append(f"export {key}={_encoded(value, key)}")
         lines += [f"export HPCJOBS_JOB_NAME={shell_quote(job.name)}",
                   f"export HPCJOBS_SITE={shell_quote(job.site.name)}"]
+        container = render_container(job)
     except UnencodableValueError as exc:
         raise ConfigError(ConfigProblem(str(exc))) from None
     context = {
@@ -167,6 +169,7 @@ def render_job(job: ResolvedJob, *, template: str | None = None,
         "job_id_var": job_env.job_id_var,
         "launch": job.launch,
         "pack": pack,
+        "container": container,
     }
     try:
         text = compiled.render(context)

@@ -22,6 +22,7 @@ from hpcjobs.ids import check_values, is_safe_value
 from hpcjobs.units import format_memory_slurm
 
 if TYPE_CHECKING:
+    from hpcjobs.config.container import ResolvedContainer, Word
     from hpcjobs.config.discover_model import DiscoveredSite, DiscoveryRun, Probe
     from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
@@ -213,6 +214,12 @@ class Capabilities:
             detected by host name or environment.
         renders_manifest: A rendered job is also a manifest (Kubernetes Jobs): ``hpcjobs render``
             prints the manifest, and writes it beside the script.
+        container_runtimes: The container runtimes a job's program can run in on this scheduler
+            (``container:``; a site lists which of them its nodes have). Empty where jobs are
+            containers already (Swarm, Kubernetes: the site's image is the job's).
+        step_container_runtimes: Those of ``container_runtimes`` the scheduler itself starts, as options
+            of its job steps (Slurm's ``srun`` with Pyxis, or with ``--container`` and ``oci.conf``):
+            ``container_step_options`` renders them.
     """
 
     packing: bool = False
@@ -246,10 +253,14 @@ class Capabilities:
     # --- site hooks ---
     discoverable: bool = False
     renders_manifest: bool = False
+    container_runtimes: frozenset[str] = frozenset()
+    step_container_runtimes: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.failed_upstream not in ("none", "blocked", "deleted"):
             raise ValueError(f"failed_upstream must be none, blocked or deleted, not {self.failed_upstream!r}")
+        if not self.step_container_runtimes <= self.container_runtimes:
+            raise ValueError("step_container_runtimes must be container_runtimes the backend hosts")
         if self.dependencies == (self.failed_upstream == "none"):
             raise ValueError("a backend with dependencies says what becomes of a job whose upstream failed "
                              "(failed_upstream blocked or deleted), and only such a backend")
@@ -648,6 +659,21 @@ class BaseBackend(JobIdGrammar):
         """
         del site, directives
         return None
+
+    def container_step_options(self, container: ResolvedContainer, *, standalone: bool = False) -> tuple[Word, ...]:
+        """The job-step options that run a step in ``container``, for a runtime the scheduler starts itself.
+
+        ``standalone``: the whole command that starts a one-task step (``srun --nodes=1 --ntasks=1 ...``),
+        for a command that no step of hpcjobs' own starts. Only for the runtimes of
+        ``capabilities.step_container_runtimes`` (Slurm: Pyxis's ``--container-image``, Slurm's own
+        ``--container``); the words are unquoted values and
+        :class:`~hpcjobs.config.container.Raw` expansions, which the renderer encodes.
+
+        Raises:
+            UnsupportedCommand: This scheduler starts no container itself.
+        """
+        del container, standalone
+        raise UnsupportedCommand(f"{self.name} starts no container runtime itself")
 
     # --- site hooks ---
 

@@ -174,7 +174,7 @@ def scheduler_facts_of(scheduler: str) -> SchedulerFacts:
     backend = get_backend(scheduler)
     caps = backend.capabilities
     return SchedulerFacts(mail=caps.mail, walltime_signal=caps.walltime_signal, launchers=backend.launchers,
-                          env_secret_problem=backend.env_secret_problem)
+                          container_runtimes=caps.container_runtimes, env_secret_problem=backend.env_secret_problem)
 
 
 def directives_of(job: ResolvedJob) -> list[Directive]:
@@ -199,6 +199,7 @@ def site_facts_of(backend: BaseBackend) -> SiteRules:
     """What a site file of ``backend``'s scheduler may hold, from its site hooks (for the config layer)."""
     return SiteRules(backend.name, site_section=backend.site_section, site_fields=backend.site_fields,
                      partitions=backend.site_partitions, runs_here=backend.capabilities.runs_here,
+                     container_runtimes=backend.capabilities.container_runtimes,
                      short_options=backend.short_options)
 
 

@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("resolve", ("hpcjobs.resolve",)),
     ("schedulers", ("hpcjobs.schedulers",)),
     ("sites", ("hpcjobs.sites",)),
-    ("render", ("hpcjobs.render",)),
+    ("render", ("hpcjobs.render", "hpcjobs.containers")),
     ("sweep", ("hpcjobs.sweep", "hpcjobs.submit")),
     ("accounting", ("hpcjobs.accounting",)),
     ("analysis", ("hpcjobs.analysis", "hpcjobs.plan")),

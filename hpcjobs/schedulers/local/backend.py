@@ -21,7 +21,7 @@ class LocalBackend(BaseBackend):
     only comments."""
 
     name = "local"
-    capabilities = Capabilities(runs_here=True)
+    capabilities = Capabilities(runs_here=True, container_runtimes=frozenset({"apptainer", "singularity", "podman"}))
     directive_prefix = "#"
     array_index_var = "HPCJOBS_ARRAY_INDEX"
     job_id_var = "HPCJOBS_JOB_ID"

@@ -60,7 +60,8 @@ class PbsProBackend(BaseBackend):
     capabilities = Capabilities(packing=True, dependencies=True, status_fallback=True, cluster_limits=True,
                                 job_ids_as_text=False, command_paths=True, failed_upstream="deleted",
                                 queue_states=True, mail=True,
-                                discoverable=True, usage_accounting=True)
+                                discoverable=True, usage_accounting=True,
+                                container_runtimes=frozenset({"apptainer", "singularity", "podman"}))
     directive_prefix = "#PBS"
     array_index_var = "PBS_ARRAY_INDEX"
     job_id_var = "PBS_JOBID"

@@ -16,12 +16,13 @@ from hpcjobs.config.discover_model import DiscoveredSite, DiscoveryRun, Probe
 from hpcjobs.config.policy import slurm_exports_environment
 from hpcjobs.schedulers.base import BaseBackend, Capabilities, ClusterLimits, Directive, JobStatus, SubmitOptions
 from hpcjobs.schedulers.estimates import StartEstimate
-from hpcjobs.schedulers.slurm import discover_live, estimate
+from hpcjobs.schedulers.slurm import containers, discover_live, estimate
 from hpcjobs.schedulers.slurm import formats as fmt
 from hpcjobs.schedulers.slurm.directives import array_argument, slurm_directives
 from hpcjobs.schedulers.status_table import StatusTable
 
 if TYPE_CHECKING:
+    from hpcjobs.config.container import ResolvedContainer, Word
     from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
 
@@ -73,7 +74,9 @@ class SlurmBackend(BaseBackend):
                                 fallback_for_missing=True, cluster_limits=True, user_limits=True, qos_limits=True,
                                 queued_count=True, failed_upstream="blocked", start_estimate=True, mail=True,
                                 walltime_signal=True, discoverable=True,
-                                usage_accounting=True)
+                                usage_accounting=True,
+                                container_runtimes=frozenset({"apptainer", "singularity", "podman", "pyxis", "oci"}),
+                                step_container_runtimes=frozenset({"pyxis", "oci"}))
     directive_prefix = "#SBATCH"
     array_index_var = "SLURM_ARRAY_TASK_ID"
     job_id_var = "SLURM_JOB_ID"
@@ -312,6 +315,16 @@ class SlurmBackend(BaseBackend):
     # --- render hooks ---
 
     launchers = frozenset({"srun"})
+
+    def container_step_options(self, container: ResolvedContainer, *, standalone: bool = False) -> tuple[Word, ...]:
+        """``srun`` options of a step in a Pyxis or OCI container (:mod:`hpcjobs.schedulers.slurm.containers`)."""
+        if container.runtime == "pyxis":
+            options = containers.pyxis_options(container)
+        elif container.runtime == "oci":
+            options = containers.oci_options(container)
+        else:
+            return super().container_step_options(container, standalone=standalone)
+        return (*containers.ONE_TASK_STEP, *options) if standalone else options
 
     def directives(self, job: ResolvedJob) -> list[Directive]:
         """``#SBATCH`` options (:func:`hpcjobs.schedulers.slurm.directives.slurm_directives`)."""
