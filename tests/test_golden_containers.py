@@ -73,3 +73,22 @@ def test_container_goldens_pass_bash_n_and_shellcheck(script: Path) -> None:
     proc = subprocess.run(["shellcheck", "--shell=bash", "--severity=style", "--exclude=SC1091", str(script)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _runtime_lines(text: str) -> list[str]:
+    starts = ("apptainer exec", "singularity exec", "podman run", "--container-image=", "--container=")
+    return [line for line in text.splitlines() if any(s in line for s in starts)]
+
+
+@pytest.mark.parametrize("script", _scripts(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_no_secret_is_in_a_container_argv(script: Path) -> None:
+    """A secret reaches the container through the runtime's environment: never NAME=value, never expanded in an argv."""
+    import yaml
+
+    experiment = yaml.safe_load((ROOT / "tests" / "data" / "containers" / f"{script.name.split('.')[0]}.yaml")
+                                .read_text())
+    lines = _runtime_lines(script.read_text())
+    assert lines, f"{script} has no container command line"
+    for name in experiment.get("secrets", {}):
+        for line in lines:
+            assert f"{name}=" not in line and f"${name}" not in line and f"${{{name}" not in line, line

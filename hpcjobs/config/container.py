@@ -242,7 +242,7 @@ def container_problems(spec: ContainerSpec, site: SiteContainers | None, *, site
             problems.append((f"mounts.{i}", f"mount source {mount.source!r} is outside the folders site "
                              f"{site_name!r} lets a job mount; allowed roots: {', '.join(site.allowed_roots)}"))
     is_path = spec.image.startswith(("/", "~/"))
-    if runtime == "oci" and not is_path:
+    if runtime == "oci" and (not is_path or spec.image.endswith((".sif", ".sqsh"))):
         problems.append(("image", f"runtime 'oci' (Slurm's --container) runs an OCI bundle folder; give its "
                          f"absolute path, not {spec.image!r}"))
     if runtime == "pyxis" and is_path and not spec.image.endswith(".sqsh"):

@@ -15,6 +15,21 @@ export LR=0.01
 export HPCJOBS_JOB_NAME=ctr-plain
 export HPCJOBS_SITE=containers-pbs
 
+# Secrets: read at run time (their values are not in this script)
+hpcjobs_secret_file="$HOME"/.hf_token
+if [ ! -f "$hpcjobs_secret_file" ] || [ ! -r "$hpcjobs_secret_file" ]; then
+    echo "hpcjobs: secret HF_TOKEN: cannot read the file $hpcjobs_secret_file" >&2
+    exit 2
+fi
+hpcjobs_secret_mode="$(stat -L -c %a -- "$hpcjobs_secret_file")"
+if (( 8#$hpcjobs_secret_mode & 8#044 )); then
+    echo "hpcjobs: secret HF_TOKEN: $hpcjobs_secret_file is readable by group or others (mode $hpcjobs_secret_mode); run: chmod 600 $hpcjobs_secret_file" >&2
+    exit 2
+fi
+HF_TOKEN="$(cat -- "$hpcjobs_secret_file")"
+export HF_TOKEN
+unset hpcjobs_secret_file hpcjobs_secret_mode
+
 # Container (singularity): the command below runs in the job's image.
 # shellcheck disable=SC2016  # the command is expanded by the container's shell
 singularity exec --nv --nvccli --bind /glade/work:/glade/work ${HPCJOBS_SWEEP_DIR:+"--bind=$HPCJOBS_SWEEP_DIR:$HPCJOBS_SWEEP_DIR"} docker://nvcr.io/nvidia/pytorch:24.05-py3 bash -c 'python train.py --lr "$LR" --out "$PWD/results"'

@@ -17,6 +17,21 @@ export LR=0.01
 export HPCJOBS_JOB_NAME=ctr-plain
 export HPCJOBS_SITE=containers-slurm
 
+# Secrets: read at run time (their values are not in this script)
+hpcjobs_secret_file="$HOME"/.hf_token
+if [ ! -f "$hpcjobs_secret_file" ] || [ ! -r "$hpcjobs_secret_file" ]; then
+    echo "hpcjobs: secret HF_TOKEN: cannot read the file $hpcjobs_secret_file" >&2
+    exit 2
+fi
+hpcjobs_secret_mode="$(stat -L -c %a -- "$hpcjobs_secret_file")"
+if (( 8#$hpcjobs_secret_mode & 8#044 )); then
+    echo "hpcjobs: secret HF_TOKEN: $hpcjobs_secret_file is readable by group or others (mode $hpcjobs_secret_mode); run: chmod 600 $hpcjobs_secret_file" >&2
+    exit 2
+fi
+HF_TOKEN="$(cat -- "$hpcjobs_secret_file")"
+export HF_TOKEN
+unset hpcjobs_secret_file hpcjobs_secret_mode
+
 # Container (apptainer): the command below runs in the job's image.
 module load apptainer/1.3
 # shellcheck disable=SC2016  # the command is expanded by the container's shell
