@@ -11,7 +11,13 @@ runtime's environment.
   ``--cleanenv``, after which only ``APPTAINERENV_NAME`` (``SINGULARITYENV_NAME``) variables set in the
   runtime's environment do, as ``NAME`` (https://apptainer.org/docs/user/main/environment_and_metadata.html).
 * Podman, ``podman run --rm`` (https://docs.podman.io/en/latest/markdown/podman-run.1.html):
-  ``--userns=keep-id`` (the job's user inside), ``--volume``, ``--workdir``, ``--device nvidia.com/gpu=all``
+  ``--init`` (an init process as the container's PID 1 that forwards signals: conmon detaches the
+  container from the job, so without it ``scancel``/``qdel`` stop only the ``podman run`` client and
+  the container keeps running), ``--name`` (derived from the job id, array index, point and rank, so
+  concurrent tasks never clash and a leftover container can be found and removed),
+  ``--userns=keep-id`` (the job's user inside; only when the job's uid is not 0, decided at run time:
+  rootful Podman refuses it, "keep-id is only supported in rootless mode"), ``--network=host`` (the
+  node's interfaces, for a rendezvous), ``--volume``, ``--workdir``, ``--device nvidia.com/gpu=all``
   (CDI); ``--env NAME`` without a value takes the value from Podman's own environment, and
   ``--env 'PREFIX*'`` every variable of that prefix.
 * Pyxis and Slurm's OCI ``--container`` are options of an ``srun`` step: the backend renders them
@@ -25,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from hpcjobs.config.container import Raw, ResolvedContainer, Word, path_word
 from hpcjobs.render.shellvalue import shell_word
-from hpcjobs.schedulers.registry import capabilities_of, get_backend
+from hpcjobs.schedulers.registry import capabilities_of, get_backend, job_env_of
 
 if TYPE_CHECKING:
     from hpcjobs.resolve import ResolvedJob
@@ -36,6 +42,15 @@ _SWEEP_BIND = '${HPCJOBS_SWEEP_DIR:+"%s$HPCJOBS_SWEEP_DIR:$HPCJOBS_SWEEP_DIR"}'
 #: Variables every container gets besides the job's own: hpcjobs' run-time variables and the GPUs of a packed point.
 _ALWAYS_PREFIXES = ("HPCJOBS_",)
 _ALWAYS_NAMES = ("CUDA_VISIBLE_DEVICES",)
+#: The variable the setup lines set to ``keep-id`` when the job's uid is not 0 (empty for root), and its use.
+_PODMAN_USERNS_VAR = "HPCJOBS_PODMAN_USERNS"
+_PODMAN_USERNS = Raw(f'${{{_PODMAN_USERNS_VAR}:+"--userns=${_PODMAN_USERNS_VAR}"}}')
+#: The container's name, computed where it starts (a launcher's task, a packed point): the job id (``%s``:
+#: the scheduler's variable, else the shell's pid), array index, point and rank, every other character as ``_``.
+_PODMAN_NAME = (
+    "\"$(printf 'hpcjobs-%%s-%%s-%%s-%%s' \"${%s:-$$}\" \"${%s:-0}\" \"${HPCJOBS_POINT_ID:-0}\" "
+    "\"${HPCJOBS_TASK_RANK:-0}\" | tr -c 'a-zA-Z0-9_.-' _)\""
+)
 
 
 @dataclass(frozen=True)
@@ -109,9 +124,26 @@ def apptainer_env_lines(container: ResolvedContainer) -> list[str]:
     ]
 
 
-def podman_argv(container: ResolvedContainer) -> list[Word]:
-    """``podman run --rm`` as the job's user, host network (the rendezvous), GPUs, mounts, env names, image."""
-    words: list[Word] = [("podman",), ("run",), ("--rm",), ("--userns=keep-id",), ("--network=host",)]
+def podman_userns_lines() -> list[str]:
+    """Set :data:`_PODMAN_USERNS_VAR` to ``keep-id`` unless the job runs as root (exported: tasks and points see it)."""
+    return [
+        "# keep-id maps the job's user into the container; rootful Podman refuses it",
+        f"if [[ $(id -u) -ne 0 ]]; then {_PODMAN_USERNS_VAR}=keep-id; else {_PODMAN_USERNS_VAR}=; fi",
+        f"export {_PODMAN_USERNS_VAR}",
+    ]
+
+
+def podman_argv(container: ResolvedContainer, job_id_var: str, array_index_var: str) -> list[Word]:
+    """``podman run --rm --init`` named after the task, as the job's user, host network, GPUs, mounts, env names, image.
+
+    Args:
+        container: The job's container.
+        job_id_var: The scheduler's variable of the job id (``SLURM_JOB_ID``).
+        array_index_var: The scheduler's variable of the array index (``SLURM_ARRAY_TASK_ID``).
+    """
+    name = Raw(_PODMAN_NAME % (job_id_var, array_index_var))
+    words: list[Word] = [("podman",), ("run",), ("--rm",), ("--init",), ("--name",), (name,), (_PODMAN_USERNS,),
+                         ("--network=host",)]
     words += [(f,) for f in container.gpu_flags]
     for m in container.mounts:
         words += [("--volume",), _mount_word(m.source, m.target, m.read_only)]
@@ -142,7 +174,9 @@ def render_container(job: ResolvedJob) -> ContainerLines | None:
         prefix = _words(backend.container_step_options(container, standalone=True))
         return ContainerLines(container.runtime, "\n".join(setup), prefix, options, "")
     if container.runtime == "podman":
-        prefix = _words(podman_argv(container))
+        job_env = job_env_of(job.scheduler)
+        setup += podman_userns_lines()
+        prefix = _words(podman_argv(container, job_env.job_id_var, job_env.array_index_var))
     else:
         setup += apptainer_env_lines(container)
         prefix = _words(apptainer_argv(container))

@@ -196,13 +196,16 @@ hpcjobs_timer_pid=$!
 
 
 # Container (podman): the command below runs in the job's image.
+# keep-id maps the job's user into the container; rootful Podman refuses it
+if [[ $(id -u) -ne 0 ]]; then HPCJOBS_PODMAN_USERNS=keep-id; else HPCJOBS_PODMAN_USERNS=; fi
+export HPCJOBS_PODMAN_USERNS
 
 # The program runs in the background in its own process group, so the SIGUSR1 trap can forward the signal.
 set -m
 {
     trap 'true' USR1
 # shellcheck disable=SC2016  # the command is expanded by the container's shell
-podman run --rm --userns=keep-id --network=host --device nvidia.com/gpu=all --security-opt=label=disable --volume /glade/work:/glade/work --volume "$PWD":"$PWD" ${HPCJOBS_SWEEP_DIR:+"--volume=$HPCJOBS_SWEEP_DIR:$HPCJOBS_SWEEP_DIR"} --workdir "$PWD" --env OMP_NUM_THREADS --env HPCJOBS_JOB_NAME --env HPCJOBS_SITE --env CUDA_VISIBLE_DEVICES --env 'HPCJOBS_*' nvcr.io/nvidia/pytorch:24.05-py3 bash -c 'python train.py --resume'
+podman run --rm --init --name "$(printf 'hpcjobs-%s-%s-%s-%s' "${PBS_JOBID:-$$}" "${PBS_ARRAY_INDEX:-0}" "${HPCJOBS_POINT_ID:-0}" "${HPCJOBS_TASK_RANK:-0}" | tr -c 'a-zA-Z0-9_.-' _)" ${HPCJOBS_PODMAN_USERNS:+"--userns=$HPCJOBS_PODMAN_USERNS"} --network=host --device nvidia.com/gpu=all --security-opt=label=disable --volume /glade/work:/glade/work --volume "$PWD":"$PWD" ${HPCJOBS_SWEEP_DIR:+"--volume=$HPCJOBS_SWEEP_DIR:$HPCJOBS_SWEEP_DIR"} --workdir "$PWD" --env OMP_NUM_THREADS --env HPCJOBS_JOB_NAME --env HPCJOBS_SITE --env CUDA_VISIBLE_DEVICES --env 'HPCJOBS_*' nvcr.io/nvidia/pytorch:24.05-py3 bash -c 'python train.py --resume'
 } &
 hpcjobs_main_pid=$!
 set +m

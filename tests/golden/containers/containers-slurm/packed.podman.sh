@@ -42,8 +42,11 @@ printf 'hpcjobs: point %s: stdout and stderr go to %s/stdout.log and stderr.log\
 exec >>"$HPCJOBS_RUN_DIR/stdout.log" 2>>"$HPCJOBS_RUN_DIR/stderr.log"
 printf '=== hpcjobs: job %s on %s at %s ===\n' "${HPCJOBS_JOB_ID:-${SLURM_JOB_ID:-${PBS_JOBID:-?}}}" "$(hostname 2>/dev/null || echo '?')" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
 # Container (podman): the command below runs in the job's image.
+# keep-id maps the job's user into the container; rootful Podman refuses it
+if [[ $(id -u) -ne 0 ]]; then HPCJOBS_PODMAN_USERNS=keep-id; else HPCJOBS_PODMAN_USERNS=; fi
+export HPCJOBS_PODMAN_USERNS
 # shellcheck disable=SC2016  # the command is expanded by the container's shell
-podman run --rm --userns=keep-id --network=host --device nvidia.com/gpu=all --volume /scratch:/scratch --volume "$PWD":"$PWD" ${HPCJOBS_SWEEP_DIR:+"--volume=$HPCJOBS_SWEEP_DIR:$HPCJOBS_SWEEP_DIR"} --workdir "$PWD" --env OMP_NUM_THREADS --env HPCJOBS_JOB_NAME --env HPCJOBS_SITE --env CUDA_VISIBLE_DEVICES --env 'HPCJOBS_*' nvcr.io/nvidia/pytorch:24.05-py3 bash -c 'python train.py --lr "$LR" --out "$HPCJOBS_RUN_DIR"'
+podman run --rm --init --name "$(printf 'hpcjobs-%s-%s-%s-%s' "${SLURM_JOB_ID:-$$}" "${SLURM_ARRAY_TASK_ID:-0}" "${HPCJOBS_POINT_ID:-0}" "${HPCJOBS_TASK_RANK:-0}" | tr -c 'a-zA-Z0-9_.-' _)" ${HPCJOBS_PODMAN_USERNS:+"--userns=$HPCJOBS_PODMAN_USERNS"} --network=host --device nvidia.com/gpu=all --volume /scratch:/scratch --volume "$PWD":"$PWD" ${HPCJOBS_SWEEP_DIR:+"--volume=$HPCJOBS_SWEEP_DIR:$HPCJOBS_SWEEP_DIR"} --workdir "$PWD" --env OMP_NUM_THREADS --env HPCJOBS_JOB_NAME --env HPCJOBS_SITE --env CUDA_VISIBLE_DEVICES --env 'HPCJOBS_*' nvcr.io/nvidia/pytorch:24.05-py3 bash -c 'python train.py --lr "$LR" --out "$HPCJOBS_RUN_DIR"'
 )
 export -f hpcjobs_point
 

@@ -115,6 +115,9 @@ trap 'hpcjobs_launch_cleanup' EXIT
 
 
 # Container (podman): the torchrun below runs in the job's image.
+# keep-id maps the job's user into the container; rootful Podman refuses it
+if [[ $(id -u) -ne 0 ]]; then HPCJOBS_PODMAN_USERNS=keep-id; else HPCJOBS_PODMAN_USERNS=; fi
+export HPCJOBS_PODMAN_USERNS
 HPCJOBS_RDZV_HOST="$(hpcjobs_hosts | awk 'NR == 1')"
 HPCJOBS_RDZV_PORT="$(hpcjobs_rdzv_port)"
 export HPCJOBS_RDZV_HOST HPCJOBS_RDZV_PORT
@@ -122,7 +125,7 @@ echo "hpcjobs: torchrun on $HPCJOBS_NNODES node(s), rendezvous $HPCJOBS_RDZV_HOS
 
 # torchrun: one launcher per node, 4 process(es) per node.
 hpcjobs_task_main() {
-    hpcjobs_signal_group podman run --rm --userns=keep-id --network=host --device nvidia.com/gpu=all --volume /scratch:/scratch --volume "$PWD":"$PWD" ${HPCJOBS_SWEEP_DIR:+"--volume=$HPCJOBS_SWEEP_DIR:$HPCJOBS_SWEEP_DIR"} --workdir "$PWD" --env OMP_NUM_THREADS --env HPCJOBS_JOB_NAME --env HPCJOBS_SITE --env CUDA_VISIBLE_DEVICES --env 'HPCJOBS_*' nvcr.io/nvidia/pytorch:24.05-py3 torchrun --nnodes="$HPCJOBS_NNODES" --nproc-per-node="$HPCJOBS_NPROC_PER_NODE" \
+    hpcjobs_signal_group podman run --rm --init --name "$(printf 'hpcjobs-%s-%s-%s-%s' "${SLURM_JOB_ID:-$$}" "${SLURM_ARRAY_TASK_ID:-0}" "${HPCJOBS_POINT_ID:-0}" "${HPCJOBS_TASK_RANK:-0}" | tr -c 'a-zA-Z0-9_.-' _)" ${HPCJOBS_PODMAN_USERNS:+"--userns=$HPCJOBS_PODMAN_USERNS"} --network=host --device nvidia.com/gpu=all --volume /scratch:/scratch --volume "$PWD":"$PWD" ${HPCJOBS_SWEEP_DIR:+"--volume=$HPCJOBS_SWEEP_DIR:$HPCJOBS_SWEEP_DIR"} --workdir "$PWD" --env OMP_NUM_THREADS --env HPCJOBS_JOB_NAME --env HPCJOBS_SITE --env CUDA_VISIBLE_DEVICES --env 'HPCJOBS_*' nvcr.io/nvidia/pytorch:24.05-py3 torchrun --nnodes="$HPCJOBS_NNODES" --nproc-per-node="$HPCJOBS_NPROC_PER_NODE" \
         --node-rank="$HPCJOBS_NODE_RANK" \
         --rdzv-backend=c10d --rdzv-endpoint="$HPCJOBS_RDZV_HOST:$HPCJOBS_RDZV_PORT" --rdzv-id="$HPCJOBS_JOB_ID" \
         train_ddp.py --steps 100
