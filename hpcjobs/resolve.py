@@ -89,6 +89,9 @@ class ResolvedJob:
     notify: tuple[str, tuple[str, ...]] | None = None
     #: What the job's program runs in (the experiment's ``container:`` on the site's runtimes), or ``None``.
     container: ResolvedContainer | None = None
+    #: Where every job is a container already (Swarm, Kubernetes): the registry image the experiment's
+    #: ``container:`` names, which replaces the site's; ``None``: the site's.
+    job_image: str | None = None
 
     @property
     def scheduler(self) -> str:
@@ -277,11 +280,15 @@ def resolve(
         problems += [_problem(doc, key, msg, site_file) for key, msg in pack_share_problems(
             exp.pack, nodes=r.nodes, cpus=r.tasks_per_node * r.cpus_per_task, gpus=r.gpus_per_node,
             launcher=launcher)]
+    # where jobs are containers already (Swarm, Kubernetes) the backend checks the container: against its section
+    own = facts.job_container_problems(site, exp.container) if exp.container is not None else None
+    job_is_container = own is not None
     if exp.container is not None:
         launcher = exp.launch.launcher if exp.launch is not None else None
-        problems += [_problem(doc, f"container.{key}", msg, site_file) for key, msg in container_problems(
+        pairs = own if own is not None else container_problems(
             exp.container, site.containers, site_name=site.name, scheduler=site.scheduler,
-            hosted=facts.container_runtimes, launcher=launcher)]
+            hosted=facts.container_runtimes, launcher=launcher)
+        problems += [_problem(doc, f"container.{key}", msg, site_file) for key, msg in pairs]
     if problems:
         raise ConfigError(problems)
 
@@ -330,7 +337,8 @@ def resolve(
         warnings=warnings,
         site_file=site_file,
         notify=(exp.notify.email, tuple(exp.notify.on)) if exp.notify is not None else None,
-        container=None if exp.container is None or site.containers is None else resolve_container(
+        job_image=exp.container.image.removeprefix("docker://") if exp.container and job_is_container else None,
+        container=None if exp.container is None or site.containers is None or job_is_container else resolve_container(
             exp.container, site.containers, gpus=r.gpus_per_node > 0,
             job_env=(*env, *exp.secrets, "HPCJOBS_JOB_NAME", "HPCJOBS_SITE")),
     )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from hpcjobs.config.container import ContainerSpec
     from hpcjobs.config.site import SiteConfig
 
 __all__ = ["FactsProvider", "SchedulerFacts", "facts_of", "set_facts_provider"]
@@ -25,6 +26,12 @@ __all__ = ["FactsProvider", "SchedulerFacts", "facts_of", "set_facts_provider"]
 def _secret_arrives(site: SiteConfig, directives: Sequence[str]) -> str | None:
     """The job inherits the submitter's environment: a secret from it arrives (the local runner)."""
     del site, directives
+    return None
+
+
+def _jobs_are_not_containers(site: SiteConfig, spec: ContainerSpec) -> list[tuple[str, str]] | None:
+    """A batch scheduler: the job runs in a container runtime of the site's ``containers:`` section."""
+    del site, spec
     return None
 
 
@@ -46,6 +53,10 @@ class SchedulerFacts:
             ``capabilities.container_runtimes``: ``pyxis`` and ``oci`` only with Slurm's ``srun``).
         env_secret_problem: ``(site, the job's directive lines)`` → why a secret from the submitter's
             environment (``secrets: {X: {env: Y}}``) cannot reach the job, or ``None`` when it arrives.
+        job_container_problems: ``(site, the experiment's container:)`` → ``None`` where a job runs in a
+            runtime of the site's ``containers:``; where every job is a container already (Swarm,
+            Kubernetes), what stops the experiment's container from replacing the site's image, as
+            ``(key under container., message)`` pairs (empty: it does).
     """
 
     mail: bool = False
@@ -53,6 +64,8 @@ class SchedulerFacts:
     launchers: frozenset[str] = frozenset()
     container_runtimes: frozenset[str] = frozenset()
     env_secret_problem: Callable[[SiteConfig, Sequence[str]], str | None] = _secret_arrives
+    job_container_problems: Callable[[SiteConfig, ContainerSpec], list[tuple[str, str]] | None] = \
+        _jobs_are_not_containers
 
 
 #: Scheduler name → its facts; installed by :mod:`hpcjobs` (see :func:`set_facts_provider`).

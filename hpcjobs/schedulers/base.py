@@ -22,7 +22,7 @@ from hpcjobs.ids import check_values, is_safe_value
 from hpcjobs.units import format_memory_slurm
 
 if TYPE_CHECKING:
-    from hpcjobs.config.container import ResolvedContainer, Word
+    from hpcjobs.config.container import ContainerSpec, ResolvedContainer, Word
     from hpcjobs.config.discover_model import DiscoveredSite, DiscoveryRun, Probe
     from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
@@ -658,6 +658,17 @@ class BaseBackend(JobIdGrammar):
         (the default): the job inherits the submitter's environment and the secret arrives.
         """
         del site, directives
+        return None
+
+    def job_container_problems(self, site: SiteConfig, spec: ContainerSpec) -> list[tuple[str, str]] | None:
+        """Where every job is a container already: what stops ``spec`` from being the job's container.
+
+        ``None`` (the default): a job runs in one of the runtimes of the site's ``containers:`` section
+        (:func:`hpcjobs.config.container.container_problems` checks it). The container platforms
+        (:class:`hpcjobs.schedulers.containers.ContainerBackend`) return ``(key under container., message)``
+        pairs instead, empty when the experiment's image replaces the site's.
+        """
+        del site, spec
         return None
 
     def container_step_options(self, container: ResolvedContainer, *, standalone: bool = False) -> tuple[Word, ...]:

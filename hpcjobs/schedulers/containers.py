@@ -5,6 +5,12 @@ whose script finds its rank in its task slot or pod index and its peers through 
 (``templates/launch/containers.sh.j2``). A launcher that starts the other nodes itself (``mpi``,
 ``deepspeed``: ssh or an MPI process manager) cannot reach into other containers, and a sweep's
 array tasks are already the containers of one service or Job, so neither is rendered.
+
+An experiment's ``container:`` maps onto that container (:meth:`ContainerBackend.job_container_problems`):
+its image replaces the site's (a registry image, checked by the grammar the site's image is), its
+mounts must be folders the site's section already mounts (by container path), and the script runs in
+the submit folder with the job's variables set by the script itself, so ``workdir``, an ``env:`` list
+and a ``runtime`` are refused with why.
 """
 
 from __future__ import annotations
@@ -12,16 +18,68 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from pydantic import TypeAdapter, ValidationError
+
 from hpcjobs import states as st
+from hpcjobs.config.container import parse_mount
+from hpcjobs.config.site_containers import ImageRef
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.schedulers.base import BaseBackend, JobStatus
 
 if TYPE_CHECKING:
+    from hpcjobs.config.container import ContainerSpec
     from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
 
 #: Launchers that run one process (group) per container and need nothing but the peers' addresses.
 CONTAINER_LAUNCHERS = frozenset({"none", "torchrun", "tf"})
+_IMAGE_REF: TypeAdapter[str] = TypeAdapter(ImageRef)
+
+
+def job_image(spec: ContainerSpec) -> str:
+    """The registry image ``spec`` names, as the site's ``image:`` is written (without ``docker://``)."""
+    return spec.image.removeprefix("docker://")
+
+
+def container_spec_problems(spec: ContainerSpec, *, platform: str, section: str,
+                            declared: dict[str, str]) -> list[tuple[str, str]]:
+    """What stops ``spec`` from being the container a Swarm service or Kubernetes Job runs.
+
+    Args:
+        spec: The experiment's ``container:``.
+        platform: ``Docker Swarm`` or ``Kubernetes`` (for the messages).
+        section: The site's section (``swarm``, ``kubernetes``) that declares the mounts.
+        declared: Container path → a description of what the site mounts there.
+
+    Returns:
+        ``(key under container., message)`` pairs; empty when the experiment's image replaces the site's.
+    """
+    problems: list[tuple[str, str]] = []
+    image = job_image(spec)
+    if spec.image.startswith(("/", "~")) or image.endswith((".sif", ".sqsh")):
+        problems.append(("image", f"{platform} pulls registry images (docker://registry/name:tag); {spec.image!r} "
+                         "is a file or bundle folder, which its nodes cannot run as a job's image"))
+    else:
+        try:
+            _IMAGE_REF.validate_python(image)
+        except ValidationError as exc:
+            problems.append(("image", f"{exc.errors()[0]['msg'].removeprefix('Value error, ')}"))
+    choices = ", ".join(declared) or f"none (the site's {section}: section declares no mounts)"
+    for i, text in enumerate(spec.mounts):
+        mount = parse_mount(text)
+        if mount.target not in declared:
+            problems.append((f"mounts.{i}", f"{platform} mounts only what the site's {section}: section declares; "
+                             f"{mount.target!r} is not one of its container paths; choices: {choices}"))
+    if spec.workdir:
+        problems.append(("workdir", f"on {platform} the job's script runs in the submit folder; remove workdir and "
+                         "`cd` in the command instead"))
+    if spec.env != "inherit":
+        problems.append(("env", f"on {platform} the job's variables are set by its script inside the container and "
+                         "nothing else passes in; remove the env: list"))
+    if spec.runtime != "auto":
+        problems.append(("runtime", f"on {platform} every job is a container already (no runtime runs inside "
+                         f"it); remove runtime: {spec.runtime}"))
+    return problems
 
 
 def distributed_problem(job: ResolvedJob, platform: str) -> None:
@@ -121,6 +179,19 @@ class ContainerBackend(BaseBackend):
         return section is None or bool(section.mount_run_folders)
 
     # --- render hooks ---
+
+    #: The platform's name in messages.
+    platform: str = ""
+
+    def declared_mounts(self, site: SiteConfig) -> dict[str, str]:
+        """Container path → what the site's section mounts there (each backend reads its own section)."""
+        del site
+        return {}
+
+    def job_container_problems(self, site: SiteConfig, spec: ContainerSpec) -> list[tuple[str, str]]:
+        """The experiment's image replaces the site's; its mounts are the site's (:func:`container_spec_problems`)."""
+        return container_spec_problems(spec, platform=self.platform, section=self.site_section or self.name,
+                                       declared=self.declared_mounts(site))
 
     def env_secret_problem(self, site: SiteConfig, directives: Sequence[str]) -> str | None:
         """Refused: the job does not get the submitter's environment (:func:`env_secret_refusal`)."""

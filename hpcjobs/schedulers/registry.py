@@ -174,7 +174,8 @@ def scheduler_facts_of(scheduler: str) -> SchedulerFacts:
     backend = get_backend(scheduler)
     caps = backend.capabilities
     return SchedulerFacts(mail=caps.mail, walltime_signal=caps.walltime_signal, launchers=backend.launchers,
-                          container_runtimes=caps.container_runtimes, env_secret_problem=backend.env_secret_problem)
+                          container_runtimes=caps.container_runtimes, env_secret_problem=backend.env_secret_problem,
+                          job_container_problems=backend.job_container_problems)
 
 
 def directives_of(job: ResolvedJob) -> list[Directive]:

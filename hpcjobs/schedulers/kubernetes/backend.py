@@ -41,6 +41,7 @@ from hpcjobs.schedulers.kubernetes import formats as fmt
 from hpcjobs.states import JobTag, parse_job_tag
 
 if TYPE_CHECKING:  # the render layer imports this module, not the other way round
+    from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
 
 DIRECTIVE_PREFIX = "#K8S"
@@ -86,7 +87,7 @@ def kubernetes_directives(job: ResolvedJob) -> list[Directive]:
         caps[k.gpu_resource] = str(job.gpus_per_node)
     d: list[Directive] = [
         ("namespace", f"namespace={k.namespace}"),
-        ("image", f"image={k.image}"),
+        ("image", f"image={job.job_image or k.image}"),
         ("imagePullPolicy", f"imagePullPolicy={k.image_pull_policy}"),
         ("tasks", f"tasks={tasks}"),
         ("parallel", f"parallel={min([tasks, *limits])}"),
@@ -366,6 +367,13 @@ class KubernetesBackend(ContainerBackend):
     def directives(self, job: ResolvedJob) -> list[Directive]:
         """``#K8S`` lines (:func:`kubernetes_directives`)."""
         return kubernetes_directives(job)
+
+    platform = "Kubernetes"
+
+    def declared_mounts(self, site: SiteConfig) -> dict[str, str]:
+        """``kubernetes.volumes`` by target: the node folder or claim."""
+        volumes = site.kubernetes.volumes if site.kubernetes else ()
+        return {v.target: f"hostPath {v.host_path}" if v.host_path else f"claim {v.claim}" for v in volumes}
 
     # --- site hooks ---
 

@@ -39,6 +39,7 @@ from hpcjobs.states import parse_job_tag
 from hpcjobs.units import format_memory_slurm, is_ascii_digits
 
 if TYPE_CHECKING:  # the render layer imports this module, not the other way round
+    from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
 
 DIRECTIVE_PREFIX = "#SWARM"
@@ -127,7 +128,7 @@ def swarm_directives(job: ResolvedJob) -> list[Directive]:
     if job.walltime is not None:  # Swarm has no time limit: the template enforces it (and it is shown)
         d.append(("label", f"--label=hpcjobs.walltime={job.walltime}"))
     d += [("env", f"--env={k}={v}") for k, v in TASK_ENV]
-    d.append(("image", f"{IMAGE_KEY}{settings.image}"))
+    d.append(("image", f"{IMAGE_KEY}{job.job_image or settings.image}"))
     return d
 
 
@@ -346,6 +347,12 @@ class SwarmBackend(ContainerBackend):
     def directives(self, job: ResolvedJob) -> list[Directive]:
         """``#SWARM`` lines (:func:`swarm_directives`)."""
         return swarm_directives(job)
+
+    platform = "Docker Swarm"
+
+    def declared_mounts(self, site: SiteConfig) -> dict[str, str]:
+        """``swarm.mounts`` by target: ``--mount`` values."""
+        return {m.target: m.argument() for m in (site.swarm.mounts if site.swarm else ())}
 
     # --- site hooks ---
 
