@@ -491,9 +491,12 @@ class SweepSubmitter:
             return None
         site = self.prepared.site
         here = self.client.configured_cluster()
-        if here and site.detect.cluster_names and here.lower() not in {n.lower() for n in site.detect.cluster_names}:
+        named = {n.lower() for n in site.detect.cluster_names}
+        if named and (not here or here.lower() not in named):
+            # the site names its clusters: only a machine whose configuration names one of them speaks for it
+            # (a login node of another cluster, or scheduler clients with no configuration, may not)
             log.info("site %s is cluster %s, this machine's scheduler is %s: the site file's limits apply",
-                     site.name, ", ".join(site.detect.cluster_names), here)
+                     site.name, ", ".join(site.detect.cluster_names), here or "not named by its configuration")
             return None
         try:
             return self.client.limits(self.user)

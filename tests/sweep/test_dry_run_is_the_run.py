@@ -7,7 +7,8 @@ folder, first with ``--dry-run``, then for real, against a fake Slurm behind the
 - ``--after``: none, an upstream sweep that was submitted, an upstream file never submitted, a name
   that is no sweep;
 - the site: ``--site local``, ``--site FILE`` (a valid site file, one ``site validate`` refuses, or one of
-  another cluster than this machine's ``slurm.conf`` names, whose limits this scheduler cannot tell), or
+  another cluster than this machine's ``slurm.conf`` names, whose limits this scheduler cannot tell, or a
+  site naming its clusters on a machine whose configuration names none: no ``slurm.conf``), or
   none on a Slurm login node with no site file and no discovered site cached (the site is discovered);
 - Slurm's ``scontrol show config``: answers, or fails (no controller).
 
@@ -35,7 +36,7 @@ from hpcjobs.process import CommandResult
 ROOT = Path(__file__).resolve().parents[2]
 TESTBED = ROOT / "tests" / "data" / "slurm" / "testbed"
 AFTER = ("none", "submitted", "never-submitted", "unknown")
-SITES = ("local", "file", "invalid-file", "other-cluster", "discovered")
+SITES = ("local", "file", "invalid-file", "other-cluster", "unnamed-here", "discovered")
 SCONTROL = ("answers", "fails")
 SLURM_COMMANDS = ("sbatch", "scontrol", "squeue", "sacct", "scancel", "sacctmgr")
 
@@ -118,7 +119,8 @@ def _setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, site: str, scontrol:
         stub = bindir / name
         stub.write_text("#!/bin/sh\necho 'this test fakes the process seam' >&2\nexit 127\n")
         stub.chmod(0o755)
-    (tmp_path / "slurm.conf").write_text("ClusterName=hpctest\n")
+    if site != "unnamed-here":
+        (tmp_path / "slurm.conf").write_text("ClusterName=hpctest\n")
     monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
     monkeypatch.setenv("PBS_CONF_FILE", str(tmp_path / "no-pbs.conf"))
@@ -130,7 +132,7 @@ def _setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, site: str, scontrol:
     monkeypatch.chdir(tmp_path)
     fake = DiscoverableSlurm(scontrol)
     monkeypatch.setattr(process, "run_command", fake)
-    if site in ("file", "invalid-file", "other-cluster"):
+    if site in ("file", "invalid-file", "other-cluster", "unnamed-here"):
         text = (ROOT / "tests" / "sites" / "hpctest.yaml").read_text()
         if site == "other-cluster":
             text = text.replace("cluster_names: [hpctest]", "cluster_names: [othercluster]")
@@ -143,6 +145,7 @@ def _setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, site: str, scontrol:
 def _site_args(site: str) -> tuple[str, ...]:
     return {"local": ("--site", "local"), "file": ("--site", "cluster.yaml"),
             "invalid-file": ("--site", "cluster.yaml"), "other-cluster": ("--site", "cluster.yaml"),
+            "unnamed-here": ("--site", "cluster.yaml"),
             "discovered": ()}[site]
 
 
@@ -198,7 +201,7 @@ def test_a_dry_run_ends_as_its_real_run(after: str, site: str, scontrol: str, tm
     real = Outcome(code, sweep_id, site_name, _errors(out), _dependencies(fake.sbatch()[submitted_before:]), said,
                    asked)
     assert dry == real
-    if site == "other-cluster":  # this machine's scontrol speaks for hpctest, not for the site's cluster
+    if site in ("other-cluster", "unnamed-here"):  # this machine's scontrol may speak for another cluster
         assert asked == 0
 
 
