@@ -104,17 +104,26 @@ if (($#)); then
 fi
 
 rc=0
-part() {  # part NAME MARK-EXPRESSION: one pytest run; its time, and a failure kept for the exit status
-    local start=$SECONDS part_rc=0
-    log "running the tests $1"
-    "$PYTHON" -m pytest -m "$2" || part_rc=$?
-    log "the tests $1 took $(( SECONDS - start )) s (pytest exit $part_rc)"
+part() {  # part NAME MARK-EXPRESSION [PYTEST-ARGS...]: one pytest run; its time, and a failure kept for the exit status
+    local name=$1 marks=$2 start=$SECONDS part_rc=0
+    shift 2
+    log "running the tests $name"
+    "$PYTHON" -m pytest -m "$marks" "$@" || part_rc=$?
+    log "the tests $name took $(( SECONDS - start )) s (pytest exit $part_rc)"
     ((part_rc == 0)) || rc=$part_rc
 }
 
-part "that need no testbed (while the testbeds start)" "not ($TESTBED_MARKS)"
+# Two workers: these tests are CPU-bound and independent (each its own folders), and their time decides
+# when the testbed parts begin.
+workers=()
+"$PYTHON" -c "import xdist" >/dev/null 2>&1 && workers=(-n 2)
+part "that need no testbed (while the testbeds start)" "not ($TESTBED_MARKS)" "${workers[@]}"
 wait_testbeds
-part "on the Slurm, OpenPBS and Swarm testbeds" "slurm or pbs or swarm"
+# One worker per scheduler (tests/conftest.py puts each scheduler's tests in one xdist group): Slurm's,
+# OpenPBS's and Swarm's tests run side by side, each scheduler's in order.
+groups=()
+((${#workers[@]})) && groups=(-n 3 --dist loadgroup)
+part "on the Slurm, OpenPBS and Swarm testbeds" "slurm or pbs or swarm" "${groups[@]}"
 wait_kubernetes
 part "on the Kubernetes testbed" "kubernetes"
 log "suite done: pytest exit status $rc"
