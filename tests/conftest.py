@@ -20,18 +20,8 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(ROOT), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(ROOT))])
 
 
-#: Real-testbed marks, in the order a test carrying several is grouped by. Each scheduler's tests form one
-#: xdist group, so `pytest -n 3 --dist loadgroup` (scripts/test.sh) runs different schedulers' tests side
-#: by side while each scheduler's own run one after another, in order, as they share its queue.
-TESTBED_GROUPS = ("slurm", "pbs", "swarm", "kubernetes")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        for mark in TESTBED_GROUPS:
-            if item.get_closest_marker(mark) is not None:
-                item.add_marker(pytest.mark.xdist_group(mark))
-                break
+# Each real testbed's tests are one xdist group (tests/testbed_groups.py).
+from testbed_groups import TESTBED_GROUPS, pytest_collection_modifyitems  # noqa: E402,F401
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
