@@ -60,11 +60,14 @@ readonly TESTBED_ONLY=(
     slurm-wlm slurm-wlm-basic-plugins slurm-wlm-torque slurmctld slurmd slurmdbd slurm-client sview
     munge libmunge2 mariadb-server mariadb-client galera-4
     docker.io containerd runc tini busybox-static
+    podman crun catatonit conmon
     etcd-server etcd-client golang-go golang-1.19-go golang-github-modern-go-reflect2-dev
     kubernetes-client conntrack shellcheck chromium
 )
 stop_testbeds() {
     local tb
+    # containers of jobs (tests/containers/podman.sh): gone before their storage is unmounted
+    command -v podman >/dev/null 2>&1 && { timeout 60 podman rm -a -f -t 0 >/dev/null 2>&1 || true; }
     for tb in kubernetes swarm pbs slurm; do
         [[ -f $REPO/tests/$tb/testbed.sh ]] || continue
         timeout 120 bash "$REPO/tests/$tb/testbed.sh" stop >/dev/null 2>&1 || log "($tb testbed stop: not running or failed; killing by name)"
@@ -118,6 +121,12 @@ remove_state() {
         log "removed the testbeds' lines from /etc/hosts"
     fi
     unmount_under "$TESTBED_DIR" /run/hpcjobs-docker /run/docker /var/lib/docker  # the Swarm exec-root holds netns mounts
+    unmount_under /run/hpcjobs-containers /run/libpod /run/containers
+    # Podman's files that dpkg does not own: only those tests/containers/podman.sh wrote
+    grep -qsF "Written by hpcjobs tests/containers/podman.sh" /etc/containers/storage.conf && rm -f /etc/containers/storage.conf
+    rm -f /etc/containers/containers.conf.d/50-hpcjobs-testbed.conf
+    rmdir /etc/containers/containers.conf.d /etc/containers 2>/dev/null || true
+    ip link delete cni-podman0 2>/dev/null || true
     ip link delete docker0 2>/dev/null || true
     ip link delete docker_gwbridge 2>/dev/null || true
     id hpcpbs >/dev/null 2>&1 && { userdel -r hpcpbs >/dev/null 2>&1 || userdel hpcpbs || true; }
@@ -130,7 +139,8 @@ remove_state() {
         /etc/munge /var/lib/munge /var/log/munge /run/munge \
         /var/lib/mysql /etc/mysql /run/mysqld \
         /var/lib/docker /var/lib/containerd /etc/docker /run/docker /run/docker.sock /run/containerd \
-        /run/lock/hpcjobs-testbed-apt.lock
+        /run/lock/hpcjobs-testbed-apt.lock \
+        /run/hpcjobs-containers /run/libpod /run/containers /var/lib/cni
 }
 
 check_purged() {
@@ -138,7 +148,10 @@ check_purged() {
     for p in /opt/pbs /var/spool/pbs /etc/pbs.conf /var/cache/hpcjobs "$TESTBED_DIR" /etc/slurm; do
         [[ -e $p ]] && left+=("$p")
     done
-    for p in sbatch slurmctld munged mariadbd dockerd etcd go shellcheck chromium; do
+    for p in /etc/containers/containers.conf.d/50-hpcjobs-testbed.conf /run/hpcjobs-containers; do
+        [[ -e $p ]] && left+=("$p")
+    done
+    for p in sbatch slurmctld munged mariadbd dockerd etcd go shellcheck chromium podman; do
         command -v "$p" >/dev/null && left+=("$(command -v "$p")")
     done
     ((${#left[@]} == 0)) || die "still there after the purge: ${left[*]}"

@@ -46,7 +46,8 @@ apt_need shellcheck chromium                 # every script must pass shellcheck
 testbeds_t0=$SECONDS
 TESTBED_LOGS=$(mktemp -d "${TMPDIR:-/tmp}/hpcjobs-testbeds.XXXXXX")
 
-# Slurm, then OpenPBS (restores a cached build, or builds the vendored source, niced), then Swarm.
+# Slurm, then OpenPBS (restores a cached build, or builds the vendored source, niced), then Swarm, then
+# Podman for containers in the Slurm and OpenPBS jobs.
 # Each line it logs starts with "== ", like this script's own.
 start_slurm_pbs_swarm() {
     local start
@@ -60,6 +61,11 @@ start_slurm_pbs_swarm() {
     start=$SECONDS
     bash tests/swarm/testbed.sh start || { log "the Docker Swarm testbed did not start"; return 1; }
     log "Swarm testbed up in $(( SECONDS - start )) s"
+    # Podman and two local images for containers inside Slurm and OpenPBS jobs (tests/containers/README.md);
+    # hpcpbs, the OpenPBS testbed's user, gets the images in its rootless storage too
+    start=$SECONDS
+    bash tests/containers/podman.sh image hpcpbs || { log "Podman for the testbeds' jobs could not be set up"; return 1; }
+    log "Podman and the job images ready in $(( SECONDS - start )) s"
 }
 
 # Kubernetes' server binaries take longest when there is no cached build (Debian's source package,
@@ -119,11 +125,35 @@ workers=()
 "$PYTHON" -c "import xdist" >/dev/null 2>&1 && workers=(-n 2)
 part "that need no testbed (while the testbeds start)" "not ($TESTBED_MARKS)" "${workers[@]}"
 wait_testbeds
-# One worker per scheduler (tests/conftest.py puts each scheduler's tests in one xdist group): Slurm's,
-# OpenPBS's and Swarm's tests run side by side, each scheduler's in order.
-groups=()
-((${#workers[@]})) && groups=(-n 3 --dist loadgroup)
-part "on the Slurm, OpenPBS and Swarm testbeds" "slurm or pbs or swarm" "${groups[@]}"
+
+# The Slurm, OpenPBS and Swarm tests side by side: one pytest process per scheduler, each scheduler's tests
+# one after another in file order, as they share its queue (some stop Slurm's accounting for a while).
+# Separate processes rather than pytest-xdist's --dist loadgroup, which stops grouping, silently, with
+# pytest 9.2's node ids (pytest-dev/pytest-xdist#1386). Each part's output is printed when all have ended.
+side_by_side() {  # side_by_side NAME:MARKS...: one background pytest per part, each with its own folders
+    local spec name marks start=$SECONDS pids=() names=() i part_rc seconds
+    log "running the tests on the Slurm, OpenPBS and Swarm testbeds, side by side"
+    for spec in "$@"; do
+        name=${spec%%:*} marks=${spec#*:}
+        mkdir -p "$TESTBED_LOGS/tmp-$name"
+        { "$PYTHON" -m pytest -m "$marks" -p no:cacheprovider --basetemp "$TESTBED_LOGS/tmp-$name/pytest" \
+              >"$TESTBED_LOGS/tests-$name.log" 2>&1
+          echo "$? $(( SECONDS - start ))" >"$TESTBED_LOGS/tests-$name.rc"; } &
+        pids+=("$!") names+=("$name")
+    done
+    for i in "${!pids[@]}"; do
+        wait "${pids[$i]}" || true
+        name=${names[$i]}
+        log "the $name tests (output follows)"
+        cat "$TESTBED_LOGS/tests-$name.log" >&2
+        read -r part_rc seconds <"$TESTBED_LOGS/tests-$name.rc" || { part_rc=1 seconds="?"; }
+        log "the tests on the $name testbed took $seconds s (pytest exit $part_rc)"
+        ((part_rc == 0)) || rc=$part_rc
+    done
+    log "the tests on the Slurm, OpenPBS and Swarm testbeds took $(( SECONDS - start )) s in all"
+}
+# a test carrying several testbed marks runs with the first of slurm, pbs, swarm it has
+side_by_side "slurm:slurm" "pbs:pbs and not slurm" "swarm:swarm and not (slurm or pbs)"
 wait_kubernetes
 part "on the Kubernetes testbed" "kubernetes"
 log "suite done: pytest exit status $rc"

@@ -20,10 +20,6 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(ROOT), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(ROOT))])
 
 
-# Each real testbed's tests are one xdist group (tests/testbed_groups.py).
-from testbed_groups import TESTBED_GROUPS, pytest_collection_modifyitems  # noqa: E402,F401
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-golden",

@@ -66,6 +66,8 @@ class ContainerLines:
             step in the container: the scheduler's own runtimes; empty for the others.
         in_step: The words before the command inside such a step: ``prefix`` for an exec runtime, empty
             when the step is the container already.
+        program: ``in_step`` as a program, for a launcher that ``exec``\ s it or passes it to ``srun``/``mpiexec``
+            (no shell function: Podman's ``podman run`` rather than ``hpcjobs_podman_run``).
     """
 
     runtime: str
@@ -73,6 +75,7 @@ class ContainerLines:
     prefix: str
     step_options: str
     in_step: str
+    program: str
 
 
 def encode_word(word: Word) -> str:
@@ -124,33 +127,71 @@ def apptainer_env_lines(container: ResolvedContainer) -> list[str]:
     ]
 
 
-def podman_userns_lines() -> list[str]:
-    """Set :data:`_PODMAN_USERNS_VAR` to ``keep-id`` unless the job runs as root (exported: tasks and points see it)."""
+def podman_setup_lines() -> list[str]:
+    """The user namespace (:data:`_PODMAN_USERNS_VAR`: ``keep-id`` unless the job runs as root) and
+    ``hpcjobs_podman_run``, which removes the container when the job is signalled (exported: tasks and
+    points see both).
+
+    The container is not a child of the job (conmon detaches it), and a ``podman run`` client that is
+    still starting the container does not pass a signal on: measured, a cancel in the first seconds left
+    the container running, its client reparented to PID 1, after the job had ended CANCELLED. So the client
+    runs in the background of the shell that started it, and a TERM, INT or HUP of that shell removes
+    the container itself (``podman rm -f``: TERM, then KILL after 10 s) until the client has ended.
+    """
     return [
         "# keep-id maps the job's user into the container; rootful Podman refuses it",
         f"if [[ $(id -u) -ne 0 ]]; then {_PODMAN_USERNS_VAR}=keep-id; else {_PODMAN_USERNS_VAR}=; fi",
         f"export {_PODMAN_USERNS_VAR}",
+        "# The container is not this job's child (conmon detaches it) and a `podman run` still starting passes no",
+        "# signal on: a TERM, INT or HUP of this shell removes the container (TERM, KILL after 10 s).",
+        "hpcjobs_podman_run() {  # hpcjobs_podman_run NAME ARGS...: podman run --name NAME ARGS...",
+        "    local hpcjobs_ctr=$1 hpcjobs_ctr_pid hpcjobs_ctr_rc=0 hpcjobs_ctr_traps",
+        "    shift",
+        "    hpcjobs_ctr_traps=$(trap -p TERM INT HUP)",
+        '    podman run --name "$hpcjobs_ctr" "$@" &',
+        "    hpcjobs_ctr_pid=$!",
+        """    trap 'hpcjobs_podman_gone "$hpcjobs_ctr" "$hpcjobs_ctr_pid"; exit 143' TERM""",
+        """    trap 'hpcjobs_podman_gone "$hpcjobs_ctr" "$hpcjobs_ctr_pid"; exit 130' INT""",
+        """    trap 'hpcjobs_podman_gone "$hpcjobs_ctr" "$hpcjobs_ctr_pid"; exit 129' HUP""",
+        '    wait "$hpcjobs_ctr_pid" || hpcjobs_ctr_rc=$?',
+        "    trap - TERM INT HUP",
+        '    eval "$hpcjobs_ctr_traps"',
+        '    return "$hpcjobs_ctr_rc"',
+        "}",
+        "# shellcheck disable=SC2317  # called by the traps above",
+        "hpcjobs_podman_gone() {  # hpcjobs_podman_gone NAME PID: remove the container until its client has ended",
+        '    while kill -0 "$2" 2>/dev/null; do',
+        '        podman rm -f -t 10 "$1" >/dev/null 2>&1 || sleep 1',
+        "    done",
+        '    podman rm -f -t 0 "$1" >/dev/null 2>&1 || true',
+        "}",
+        "export -f hpcjobs_podman_run hpcjobs_podman_gone",
     ]
 
 
-def podman_argv(container: ResolvedContainer, job_id_var: str, array_index_var: str) -> list[Word]:
+def podman_argv(container: ResolvedContainer, job_id_var: str, array_index_var: str, *,
+                program: bool = False) -> list[Word]:
     """``podman run --rm --init`` named after the task, as the job's user, host network, GPUs, mounts, env names, image.
+
+    The words call ``hpcjobs_podman_run`` (:func:`podman_setup_lines`), or with ``program`` the
+    ``podman`` program itself, for a launcher that ``exec``\ s it (a shell function cannot be).
 
     Args:
         container: The job's container.
         job_id_var: The scheduler's variable of the job id (``SLURM_JOB_ID``).
         array_index_var: The scheduler's variable of the array index (``SLURM_ARRAY_TASK_ID``).
+        program: Start with ``podman run --name NAME`` rather than ``hpcjobs_podman_run NAME``.
     """
     name = Raw(_PODMAN_NAME % (job_id_var, array_index_var))
-    words: list[Word] = [("podman",), ("run",), ("--rm",), ("--init",), ("--name",), (name,), (_PODMAN_USERNS,),
-                         ("--network=host",)]
+    start: list[Word] = [("podman",), ("run",), ("--name",), (name,)] if program else [("hpcjobs_podman_run",), (name,)]
+    words: list[Word] = [*start, ("--rm",), ("--init",), (_PODMAN_USERNS,), ("--network=host",)]
     words += [(f,) for f in container.gpu_flags]
     for m in container.mounts:
         words += [("--volume",), _mount_word(m.source, m.target, m.read_only)]
     words += [("--volume",), (_PWD, ":", _PWD), (Raw(_SWEEP_BIND % "--volume="),)]
     words += [("--workdir",), (container.workdir,) if container.workdir else (_PWD,)]
-    for name in _passed_names(container):
-        words += [("--env",), (name,)]
+    for env_name in _passed_names(container):
+        words += [("--env",), (env_name,)]
     for prefix in _ALWAYS_PREFIXES:
         words += [("--env",), (prefix + "*",)]
     image = container.image.removeprefix("docker://")
@@ -172,12 +213,13 @@ def render_container(job: ResolvedJob) -> ContainerLines | None:
         backend = get_backend(job.scheduler)
         options = _words(backend.container_step_options(container))
         prefix = _words(backend.container_step_options(container, standalone=True))
-        return ContainerLines(container.runtime, "\n".join(setup), prefix, options, "")
+        return ContainerLines(container.runtime, "\n".join(setup), prefix, options, "", "")
     if container.runtime == "podman":
         job_env = job_env_of(job.scheduler)
-        setup += podman_userns_lines()
+        setup += podman_setup_lines()
         prefix = _words(podman_argv(container, job_env.job_id_var, job_env.array_index_var))
-    else:
-        setup += apptainer_env_lines(container)
-        prefix = _words(apptainer_argv(container))
-    return ContainerLines(container.runtime, "\n".join(setup), prefix, "", prefix)
+        program = _words(podman_argv(container, job_env.job_id_var, job_env.array_index_var, program=True))
+        return ContainerLines(container.runtime, "\n".join(setup), prefix, "", prefix, program)
+    setup += apptainer_env_lines(container)
+    prefix = _words(apptainer_argv(container))
+    return ContainerLines(container.runtime, "\n".join(setup), prefix, "", prefix, prefix)

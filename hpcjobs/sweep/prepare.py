@@ -34,6 +34,7 @@ from pathlib import Path
 from hpcjobs.config.experiment import Experiment
 from hpcjobs.config.loading import load_experiment
 from hpcjobs.config.site import SiteConfig
+from hpcjobs.config.sweep import env_names
 from hpcjobs.config.yamlio import YamlDocument, read_text_file
 from hpcjobs.errors import ConfigError
 from hpcjobs.output import atomic_write_text
@@ -192,7 +193,7 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
     which exports the parameters of this array index, then makes the point's run folder with its
     ``params.json``: one script serves every point, and a parameter value never becomes shell code.
     """
-    base = job or prepared.job
+    base = with_parameters_passed(job or prepared.job, prepared.points)
     if active_pack(prepared) is not None:  # several points per task
         return packed_array_job(prepared, chunk, size, throttle, base, _chunk_logs(prepared, chunk, base))
     index_var = job_env_of(prepared.site.scheduler).array_index_var
@@ -206,6 +207,24 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
     )
     return replace(base, setup=preamble + base.setup, array=ArraySpec(0, size - 1, throttle=throttle),
                    extra_directives=base.extra_directives + _chunk_logs(prepared, chunk, base))
+
+
+def with_parameters_passed(job: ResolvedJob, points: Sequence[Point]) -> ResolvedJob:
+    """``job`` whose container (if any) also passes the sweep's parameter variables.
+
+    A chunk's task exports its point's parameters when it runs (``chunks/<n>.env``); a runtime that
+    passes only the variables it is told of (Podman's ``--env NAME``, Apptainer's ``--cleanenv``
+    with an ``env:`` list) must be told their names, which the experiment's own job cannot know.
+    """
+    if job.container is None:
+        return job
+    env = getattr(points, "env", None)  # SweepPoints: every name the sweep can produce, mapped once
+    names = (tuple(env.values()) if isinstance(env, Mapping)
+             else tuple(env_names(dict.fromkeys(k for p in points for k in p.params)).values()))
+    added = tuple(n for n in names if n not in job.container.job_env)
+    if not added:
+        return job
+    return replace(job, container=replace(job.container, job_env=job.container.job_env + added))
 
 
 def _chunk_logs(prepared: PreparedSweep, chunk: int, job: ResolvedJob) -> tuple[str, ...]:

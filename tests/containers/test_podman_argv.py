@@ -1,6 +1,6 @@
 """Every Podman argv hpcjobs renders runs as measured in real Slurm and PBS jobs.
 
-``--init`` (so ``scancel``/``qdel`` stop the container, which conmon detaches from the job), a ``--name``
+``--init`` and ``hpcjobs_podman_run`` (so ``scancel``/``qdel`` stop the container, which conmon detaches from the job), a ``--name``
 built at run time from the job id, array index, point and rank that Podman accepts
 (``[a-zA-Z0-9][a-zA-Z0-9_.-]*``) and that differs between concurrent tasks, and ``--userns=keep-id`` only
 when the job's uid is not 0 (rootful Podman refuses it). The cases are every Podman golden script.
@@ -8,9 +8,12 @@ when the job's uid is not 0 (rootful Podman refuses it). The cases are every Pod
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,9 @@ import pytest
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "containers"
 PODMAN_SCRIPTS = sorted(GOLDEN.glob("*/*.podman.sh"))
 PODMAN_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
-NAME_WORD = re.compile(r'podman run --rm --init --name ("\$\(.*?\)") ')
+#: How the job starts a container: ``hpcjobs_podman_run NAME`` (the job's shell removes it when signalled),
+#: or ``podman run --name NAME`` where a launcher execs the program.
+NAME_WORD = re.compile(r'(?:hpcjobs_podman_run|podman run --name) ("\$\(.*?\)") --rm --init ')
 USERNS_LINE = re.compile(r"^if \[\[ \$\(id -u\) -ne 0 \]\]; then HPCJOBS_PODMAN_USERNS=keep-id; .*$", re.M)
 #: Job ids, array indexes, points and ranks as schedulers write them: PBS array ids have brackets and a server.
 TASKS = [
@@ -38,14 +43,14 @@ def test_there_are_podman_goldens() -> None:
 @pytest.mark.parametrize("script", PODMAN_SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_podman_runs_with_init_a_name_and_keep_id_only_rootless(script: Path) -> None:
     text = script.read_text()
-    runs = [line for line in text.splitlines() if "podman run " in line]
+    runs = [line for line in text.splitlines() if re.search(r'(hpcjobs_podman_run|podman run --name) "\$\(', line)]
     assert runs, script
     for line in runs:
         assert NAME_WORD.search(line), line
         assert "--userns=keep-id" not in line, line
         assert '${HPCJOBS_PODMAN_USERNS:+"--userns=$HPCJOBS_PODMAN_USERNS"}' in line, line
     assert USERNS_LINE.search(text), "the keep-id decision is missing"
-    assert text.index("HPCJOBS_PODMAN_USERNS=keep-id") < text.index("podman run ")
+    assert text.index("HPCJOBS_PODMAN_USERNS=keep-id") < text.index(runs[0])
 
 
 @pytest.mark.skipif(not shutil.which("bash"), reason="bash needed")
@@ -60,3 +65,64 @@ def test_podman_names_are_valid_and_distinct_per_task(script: Path) -> None:
         assert PODMAN_NAME.fullmatch(proc.stdout), proc.stdout
         names.append(proc.stdout)
     assert len(set(names)) == len(names), names
+
+
+FAKE_PODMAN = """#!/bin/bash
+# `podman run`: a client that is still starting its container and passes no signal on (as measured);
+# `podman rm -f`: the container goes, and with it its client
+case $1 in
+run) trap '' TERM INT HUP; echo "$$" >"$FAKE_DIR/client.pid"; echo "run $*" >>"$FAKE_DIR/calls"
+     while :; do sleep 0.1; done ;;
+rm)  echo "rm $*" >>"$FAKE_DIR/calls"; kill -9 "$(cat "$FAKE_DIR/client.pid")" 2>/dev/null; exit 0 ;;
+esac
+"""
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="bash needed")
+@pytest.mark.parametrize(("signal_name", "status"), [("TERM", 143), ("INT", 130), ("HUP", 129)])
+def test_a_signalled_job_removes_its_container_although_podman_passes_nothing_on(
+        tmp_path: Path, signal_name: str, status: int) -> None:
+    from hpcjobs.containers.runtimes import podman_setup_lines
+
+    (tmp_path / "bin").mkdir()
+    fake = tmp_path / "bin" / "podman"
+    fake.write_text(FAKE_PODMAN)
+    fake.chmod(0o755)
+    script = tmp_path / "job.sh"
+    script.write_text("set -eo pipefail\n" + "\n".join(podman_setup_lines())
+                      + "\ntrap 'echo previous-trap' USR1\n"
+                      + 'hpcjobs_podman_run "hpcjobs-42-0-p1-0" --rm --init img bash -c "sleep 100"\n'
+                      + "echo not-reached\n")
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "FAKE_DIR": str(tmp_path)}
+    job = subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "client.pid").exists():
+        assert time.monotonic() < deadline, "the client never started"
+        time.sleep(0.05)
+    client = int((tmp_path / "client.pid").read_text())
+    job.send_signal(getattr(signal, "SIG" + signal_name))
+    out, _ = job.communicate(timeout=30)
+    assert job.returncode == status
+    assert "not-reached" not in out
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[0] == "run run --name hpcjobs-42-0-p1-0 --rm --init img bash -c sleep 100"
+    assert "rm rm -f -t 10 hpcjobs-42-0-p1-0" in calls[1:], calls
+    with pytest.raises(ProcessLookupError):
+        os.kill(client, 0)
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="bash needed")
+def test_the_job_goes_on_with_the_containers_status_and_its_own_traps(tmp_path: Path) -> None:
+    from hpcjobs.containers.runtimes import podman_setup_lines
+
+    (tmp_path / "bin").mkdir()
+    fake = tmp_path / "bin" / "podman"
+    fake.write_text('#!/bin/bash\n[ "$1" = run ] && exit 3\n')
+    fake.chmod(0o755)
+    script = tmp_path / "job.sh"
+    script.write_text("\n".join(podman_setup_lines()) + "\ntrap 'echo mine' TERM\n"
+                      + 'hpcjobs_podman_run n --rm img true || echo "status $?"\n'
+                      + "trap -p TERM\n")
+    proc = subprocess.run(["bash", str(script)], env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=30)
+    assert proc.stdout.splitlines() == ["status 3", "trap -- 'echo mine' SIGTERM"], proc.stdout + proc.stderr

@@ -45,8 +45,32 @@ printf '=== hpcjobs: job %s on %s at %s ===\n' "${HPCJOBS_JOB_ID:-${SLURM_JOB_ID
 # keep-id maps the job's user into the container; rootful Podman refuses it
 if [[ $(id -u) -ne 0 ]]; then HPCJOBS_PODMAN_USERNS=keep-id; else HPCJOBS_PODMAN_USERNS=; fi
 export HPCJOBS_PODMAN_USERNS
+# The container is not this job's child (conmon detaches it) and a `podman run` still starting passes no
+# signal on: a TERM, INT or HUP of this shell removes the container (TERM, KILL after 10 s).
+hpcjobs_podman_run() {  # hpcjobs_podman_run NAME ARGS...: podman run --name NAME ARGS...
+    local hpcjobs_ctr=$1 hpcjobs_ctr_pid hpcjobs_ctr_rc=0 hpcjobs_ctr_traps
+    shift
+    hpcjobs_ctr_traps=$(trap -p TERM INT HUP)
+    podman run --name "$hpcjobs_ctr" "$@" &
+    hpcjobs_ctr_pid=$!
+    trap 'hpcjobs_podman_gone "$hpcjobs_ctr" "$hpcjobs_ctr_pid"; exit 143' TERM
+    trap 'hpcjobs_podman_gone "$hpcjobs_ctr" "$hpcjobs_ctr_pid"; exit 130' INT
+    trap 'hpcjobs_podman_gone "$hpcjobs_ctr" "$hpcjobs_ctr_pid"; exit 129' HUP
+    wait "$hpcjobs_ctr_pid" || hpcjobs_ctr_rc=$?
+    trap - TERM INT HUP
+    eval "$hpcjobs_ctr_traps"
+    return "$hpcjobs_ctr_rc"
+}
+# shellcheck disable=SC2317  # called by the traps above
+hpcjobs_podman_gone() {  # hpcjobs_podman_gone NAME PID: remove the container until its client has ended
+    while kill -0 "$2" 2>/dev/null; do
+        podman rm -f -t 10 "$1" >/dev/null 2>&1 || sleep 1
+    done
+    podman rm -f -t 0 "$1" >/dev/null 2>&1 || true
+}
+export -f hpcjobs_podman_run hpcjobs_podman_gone
 # shellcheck disable=SC2016  # the command is expanded by the container's shell
-podman run --rm --init --name "$(printf 'hpcjobs-%s-%s-%s-%s' "${PBS_JOBID:-$$}" "${PBS_ARRAY_INDEX:-0}" "${HPCJOBS_POINT_ID:-0}" "${HPCJOBS_TASK_RANK:-0}" | tr -c 'a-zA-Z0-9_.-' _)" ${HPCJOBS_PODMAN_USERNS:+"--userns=$HPCJOBS_PODMAN_USERNS"} --network=host --device nvidia.com/gpu=all --security-opt=label=disable --volume /glade/work:/glade/work --volume "$PWD":"$PWD" ${HPCJOBS_SWEEP_DIR:+"--volume=$HPCJOBS_SWEEP_DIR:$HPCJOBS_SWEEP_DIR"} --workdir "$PWD" --env OMP_NUM_THREADS --env HPCJOBS_JOB_NAME --env HPCJOBS_SITE --env CUDA_VISIBLE_DEVICES --env 'HPCJOBS_*' nvcr.io/nvidia/pytorch:24.05-py3 bash -c 'python train.py --lr "$LR" --out "$HPCJOBS_RUN_DIR"'
+hpcjobs_podman_run "$(printf 'hpcjobs-%s-%s-%s-%s' "${PBS_JOBID:-$$}" "${PBS_ARRAY_INDEX:-0}" "${HPCJOBS_POINT_ID:-0}" "${HPCJOBS_TASK_RANK:-0}" | tr -c 'a-zA-Z0-9_.-' _)" --rm --init ${HPCJOBS_PODMAN_USERNS:+"--userns=$HPCJOBS_PODMAN_USERNS"} --network=host --device nvidia.com/gpu=all --security-opt=label=disable --volume /glade/work:/glade/work --volume "$PWD":"$PWD" ${HPCJOBS_SWEEP_DIR:+"--volume=$HPCJOBS_SWEEP_DIR:$HPCJOBS_SWEEP_DIR"} --workdir "$PWD" --env OMP_NUM_THREADS --env HPCJOBS_JOB_NAME --env HPCJOBS_SITE --env LR --env CUDA_VISIBLE_DEVICES --env 'HPCJOBS_*' nvcr.io/nvidia/pytorch:24.05-py3 bash -c 'python train.py --lr "$LR" --out "$HPCJOBS_RUN_DIR"'
 )
 
 # pack: per_node 4: this array task runs chunk points 4*t .. 4*t+3 at once.
