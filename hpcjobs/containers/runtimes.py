@@ -66,7 +66,7 @@ class ContainerLines:
             step in the container: the scheduler's own runtimes; empty for the others.
         in_step: The words before the command inside such a step: ``prefix`` for an exec runtime, empty
             when the step is the container already.
-        program: ``in_step`` as a program, for a launcher that ``exec``\ s it or passes it to ``srun``/``mpiexec``
+        program: ``in_step`` as a program, for a launcher that execs it or passes it to ``srun``/``mpiexec``
             (no shell function: Podman's ``podman run`` rather than ``hpcjobs_podman_run``).
     """
 
@@ -174,7 +174,7 @@ def podman_argv(container: ResolvedContainer, job_id_var: str, array_index_var: 
     """``podman run --rm --init`` named after the task, as the job's user, host network, GPUs, mounts, env names, image.
 
     The words call ``hpcjobs_podman_run`` (:func:`podman_setup_lines`), or with ``program`` the
-    ``podman`` program itself, for a launcher that ``exec``\ s it (a shell function cannot be).
+    ``podman`` program itself, for a launcher that execs it (a shell function cannot be).
 
     Args:
         container: The job's container.

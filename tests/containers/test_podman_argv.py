@@ -1,6 +1,7 @@
 """Every Podman argv hpcjobs renders runs as measured in real Slurm and PBS jobs.
 
-``--init`` and ``hpcjobs_podman_run`` (so ``scancel``/``qdel`` stop the container, which conmon detaches from the job), a ``--name``
+``--init`` and ``hpcjobs_podman_run`` (so ``scancel``/``qdel`` stop the container, which conmon detaches
+from the job), a ``--name``
 built at run time from the job id, array index, point and rank that Podman accepts
 (``[a-zA-Z0-9][a-zA-Z0-9_.-]*``) and that differs between concurrent tasks, and ``--userns=keep-id`` only
 when the job's uid is not 0 (rootful Podman refuses it). The cases are every Podman golden script.
