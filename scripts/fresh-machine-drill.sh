@@ -68,7 +68,7 @@ stop_testbeds() {
     local tb
     # containers of jobs (tests/containers/podman.sh): gone before their storage is unmounted
     command -v podman >/dev/null 2>&1 && { timeout 60 podman rm -a -f -t 0 >/dev/null 2>&1 || true; }
-    for tb in kubernetes swarm pbs slurm; do
+    for tb in ssh kubernetes swarm pbs slurm; do
         [[ -f $REPO/tests/$tb/testbed.sh ]] || continue
         timeout 120 bash "$REPO/tests/$tb/testbed.sh" stop >/dev/null 2>&1 || log "($tb testbed stop: not running or failed; killing by name)"
     done
@@ -130,6 +130,7 @@ remove_state() {
     ip link delete docker0 2>/dev/null || true
     ip link delete docker_gwbridge 2>/dev/null || true
     id hpcpbs >/dev/null 2>&1 && { userdel -r hpcpbs >/dev/null 2>&1 || userdel hpcpbs || true; }
+    id hpcssh >/dev/null 2>&1 && { userdel -r hpcssh >/dev/null 2>&1 || userdel hpcssh || true; }
     # --one-file-system: a mount the unmount above missed is never descended into
     rm -rf --one-file-system \
         "$TESTBED_DIR" /var/log/hpcjobs-testbed /var/cache/hpcjobs /run/hpcjobs-docker \

@@ -136,9 +136,11 @@ side_by_side() {  # side_by_side NAME:MARKS...: one background pytest per part, 
     for spec in "$@"; do
         name=${spec%%:*} marks=${spec#*:}
         mkdir -p "$TESTBED_LOGS/tmp-$name"
-        { "$PYTHON" -m pytest -m "$marks" -p no:cacheprovider --basetemp "$TESTBED_LOGS/tmp-$name/pytest" \
-              >"$TESTBED_LOGS/tests-$name.log" 2>&1
-          echo "$? $(( SECONDS - start ))" >"$TESTBED_LOGS/tests-$name.rc"; } &
+        # (`|| part_rc=$?`: under set -e a failing pytest would end the subshell before its status is written)
+        { part_rc=0
+          "$PYTHON" -m pytest -m "$marks" -p no:cacheprovider --basetemp "$TESTBED_LOGS/tmp-$name/pytest" \
+              >"$TESTBED_LOGS/tests-$name.log" 2>&1 || part_rc=$?
+          echo "$part_rc $(( SECONDS - start ))" >"$TESTBED_LOGS/tests-$name.rc"; } &
         pids+=("$!") names+=("$name")
     done
     for i in "${!pids[@]}"; do

@@ -39,8 +39,8 @@ def _shell_scripts() -> list[Path]:
     return sorted(p for p in found if "golden" not in p.relative_to(ROOT).parts)
 
 
-def test_there_are_four_testbeds_and_they_share_the_library() -> None:
-    assert {p.parent.name for p in TESTBEDS} == {"slurm", "pbs", "swarm", "kubernetes"}
+def test_there_are_five_testbeds_and_they_share_the_library() -> None:
+    assert {p.parent.name for p in TESTBEDS} == {"slurm", "pbs", "swarm", "kubernetes", "ssh"}
     for script in TESTBEDS:
         assert "testbed_lib.sh" in script.read_text(), f"{script.name} does not source tests/testbed_lib.sh"
 

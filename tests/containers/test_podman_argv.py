@@ -127,3 +127,38 @@ def test_the_job_goes_on_with_the_containers_status_and_its_own_traps(tmp_path: 
     proc = subprocess.run(["bash", str(script)], env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"},
                           capture_output=True, text=True, timeout=30)
     assert proc.stdout.splitlines() == ["status 3", "trap -- 'echo mine' SIGTERM"], proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="bash needed")
+@pytest.mark.parametrize("delay", [0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2])
+def test_a_signal_at_any_moment_leaves_no_client_or_container(tmp_path: Path, delay: float) -> None:
+    """The traps are set before the client starts: a cancel before, during or after its start."""
+    from hpcjobs.containers.runtimes import podman_setup_lines
+
+    (tmp_path / "bin").mkdir()
+    fake = tmp_path / "bin" / "podman"
+    fake.write_text(FAKE_PODMAN)
+    fake.chmod(0o755)
+    script = tmp_path / "job.sh"
+    script.write_text("\n".join(podman_setup_lines()) + '\nhpcjobs_podman_run n --rm img true\necho not-reached\n')
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "FAKE_DIR": str(tmp_path)}
+    with open(tmp_path / "out", "w") as out:
+        job = subprocess.Popen(["bash", str(script)], env=env, stdout=out, stderr=subprocess.STDOUT)
+        time.sleep(delay)
+        job.send_signal(signal.SIGTERM)
+        status = job.wait(timeout=30)
+    assert "not-reached" not in (tmp_path / "out").read_text()
+    # before the traps were set (the shell still reading the script) the shell dies of the signal itself
+    assert status in (143, -signal.SIGTERM)
+    if (tmp_path / "client.pid").exists():
+        assert status == 143  # the client had started: it is gone, and the container was removed
+        deadline = time.monotonic() + 10
+        client = int((tmp_path / "client.pid").read_text())
+        while True:
+            try:
+                os.kill(client, 0)
+            except ProcessLookupError:
+                break
+            assert time.monotonic() < deadline, "the podman client outlived the job"
+            time.sleep(0.05)
+        assert any(c.startswith("rm rm -f") for c in (tmp_path / "calls").read_text().splitlines())

@@ -52,7 +52,8 @@ def test_torchrun_two_ranks_gloo_inside_one_container(podman_folder: Path):
     host's /usr and /etc, into the hostfs image (an empty root), as tests/containers/README.md measured.
     """
     torch = pytest.importorskip("torch") if not in_ci() else __import__("torch")
-    prefix = os.path.realpath(sys.prefix)
+    # a virtual environment's python is a link into its base Python: both prefixes, at their own paths
+    prefixes = sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)})
     program = podman_folder / "torch_ddp_allreduce.py"
     shutil.copy(ROOT / "examples" / "torch_ddp_allreduce.py", program)
     site = podman_folder / "podman-torch.yaml"
@@ -63,7 +64,8 @@ def test_torchrun_two_ranks_gloo_inside_one_container(podman_folder: Path):
         "name: podddp\n"
         f"description: run in {podman_folder}\n"
         "resources: {nodes: 1, tasks_per_node: 2, cpus_per_task: 1, memory: 2G, walltime: 5m}\n"
-        f"container: {{image: {HOSTFS}, runtime: podman, mounts: [/usr:/usr:ro, /etc:/etc:ro, {prefix}:{prefix}:ro]}}\n"
+        f"container: {{image: {HOSTFS}, runtime: podman, "
+        f"mounts: [/usr:/usr:ro, /etc:/etc:ro, {', '.join(f'{p}:{p}:ro' for p in prefixes)}]}}\n"
         f"launch: {{launcher: torchrun, program: {program}, "
         "args: [--backend, gloo, --steps, '3', --out, ddp]}\n"  # relative: the submit folder, mounted
 

@@ -164,27 +164,32 @@ export HPCJOBS_PODMAN_USERNS
 # The container is not this job's child (conmon detaches it) and a `podman run` still starting passes no
 # signal on: a TERM, INT or HUP of this shell removes the container (TERM, KILL after 10 s).
 hpcjobs_podman_run() {  # hpcjobs_podman_run NAME ARGS...: podman run --name NAME ARGS...
-    local hpcjobs_ctr=$1 hpcjobs_ctr_pid hpcjobs_ctr_rc=0 hpcjobs_ctr_traps
+    local hpcjobs_ctr=$1 hpcjobs_ctr_pid='' hpcjobs_ctr_before=$! hpcjobs_ctr_rc=0 hpcjobs_ctr_traps
     shift
     hpcjobs_ctr_traps=$(trap -p TERM INT HUP)
+    # set before the client starts: a signal at any moment finds them
+    trap 'hpcjobs_podman_signalled 143' TERM
+    trap 'hpcjobs_podman_signalled 130' INT
+    trap 'hpcjobs_podman_signalled 129' HUP
     podman run --name "$hpcjobs_ctr" "$@" &
     hpcjobs_ctr_pid=$!
-    trap 'hpcjobs_podman_gone "$hpcjobs_ctr" "$hpcjobs_ctr_pid"; exit 143' TERM
-    trap 'hpcjobs_podman_gone "$hpcjobs_ctr" "$hpcjobs_ctr_pid"; exit 130' INT
-    trap 'hpcjobs_podman_gone "$hpcjobs_ctr" "$hpcjobs_ctr_pid"; exit 129' HUP
     wait "$hpcjobs_ctr_pid" || hpcjobs_ctr_rc=$?
     trap - TERM INT HUP
     eval "$hpcjobs_ctr_traps"
     return "$hpcjobs_ctr_rc"
 }
-# shellcheck disable=SC2317  # called by the traps above
-hpcjobs_podman_gone() {  # hpcjobs_podman_gone NAME PID: remove the container until its client has ended
-    while kill -0 "$2" 2>/dev/null; do
-        podman rm -f -t 10 "$1" >/dev/null 2>&1 || sleep 1
+# shellcheck disable=SC2317  # called by the traps above, with hpcjobs_podman_run's variables
+hpcjobs_podman_signalled() {  # hpcjobs_podman_signalled STATUS: remove the container, exit STATUS
+    local pid=$hpcjobs_ctr_pid
+    # between `podman run &` and the assignment, $! is the client already
+    if [ -z "$pid" ] && [ "$!" != "$hpcjobs_ctr_before" ]; then pid=$!; fi
+    while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; do
+        podman rm -f -t 10 "$hpcjobs_ctr" >/dev/null 2>&1 || sleep 1
     done
-    podman rm -f -t 0 "$1" >/dev/null 2>&1 || true
+    podman rm -f -t 0 "$hpcjobs_ctr" >/dev/null 2>&1 || true
+    exit "$1"
 }
-export -f hpcjobs_podman_run hpcjobs_podman_gone
+export -f hpcjobs_podman_run hpcjobs_podman_signalled
 HPCJOBS_RDZV_HOST="$(hpcjobs_hosts | awk 'NR == 1')"
 HPCJOBS_RDZV_PORT="$(hpcjobs_rdzv_port)"
 export HPCJOBS_RDZV_HOST HPCJOBS_RDZV_PORT

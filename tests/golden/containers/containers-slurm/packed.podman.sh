@@ -48,27 +48,32 @@ export HPCJOBS_PODMAN_USERNS
 # The container is not this job's child (conmon detaches it) and a `podman run` still starting passes no
 # signal on: a TERM, INT or HUP of this shell removes the container (TERM, KILL after 10 s).
 hpcjobs_podman_run() {  # hpcjobs_podman_run NAME ARGS...: podman run --name NAME ARGS...
-    local hpcjobs_ctr=$1 hpcjobs_ctr_pid hpcjobs_ctr_rc=0 hpcjobs_ctr_traps
+    local hpcjobs_ctr=$1 hpcjobs_ctr_pid='' hpcjobs_ctr_before=$! hpcjobs_ctr_rc=0 hpcjobs_ctr_traps
     shift
     hpcjobs_ctr_traps=$(trap -p TERM INT HUP)
+    # set before the client starts: a signal at any moment finds them
+    trap 'hpcjobs_podman_signalled 143' TERM
+    trap 'hpcjobs_podman_signalled 130' INT
+    trap 'hpcjobs_podman_signalled 129' HUP
     podman run --name "$hpcjobs_ctr" "$@" &
     hpcjobs_ctr_pid=$!
-    trap 'hpcjobs_podman_gone "$hpcjobs_ctr" "$hpcjobs_ctr_pid"; exit 143' TERM
-    trap 'hpcjobs_podman_gone "$hpcjobs_ctr" "$hpcjobs_ctr_pid"; exit 130' INT
-    trap 'hpcjobs_podman_gone "$hpcjobs_ctr" "$hpcjobs_ctr_pid"; exit 129' HUP
     wait "$hpcjobs_ctr_pid" || hpcjobs_ctr_rc=$?
     trap - TERM INT HUP
     eval "$hpcjobs_ctr_traps"
     return "$hpcjobs_ctr_rc"
 }
-# shellcheck disable=SC2317  # called by the traps above
-hpcjobs_podman_gone() {  # hpcjobs_podman_gone NAME PID: remove the container until its client has ended
-    while kill -0 "$2" 2>/dev/null; do
-        podman rm -f -t 10 "$1" >/dev/null 2>&1 || sleep 1
+# shellcheck disable=SC2317  # called by the traps above, with hpcjobs_podman_run's variables
+hpcjobs_podman_signalled() {  # hpcjobs_podman_signalled STATUS: remove the container, exit STATUS
+    local pid=$hpcjobs_ctr_pid
+    # between `podman run &` and the assignment, $! is the client already
+    if [ -z "$pid" ] && [ "$!" != "$hpcjobs_ctr_before" ]; then pid=$!; fi
+    while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; do
+        podman rm -f -t 10 "$hpcjobs_ctr" >/dev/null 2>&1 || sleep 1
     done
-    podman rm -f -t 0 "$1" >/dev/null 2>&1 || true
+    podman rm -f -t 0 "$hpcjobs_ctr" >/dev/null 2>&1 || true
+    exit "$1"
 }
-export -f hpcjobs_podman_run hpcjobs_podman_gone
+export -f hpcjobs_podman_run hpcjobs_podman_signalled
 # shellcheck disable=SC2016  # the command is expanded by the container's shell
 hpcjobs_podman_run "$(printf 'hpcjobs-%s-%s-%s-%s' "${SLURM_JOB_ID:-$$}" "${SLURM_ARRAY_TASK_ID:-0}" "${HPCJOBS_POINT_ID:-0}" "${HPCJOBS_TASK_RANK:-0}" | tr -c 'a-zA-Z0-9_.-' _)" --rm --init ${HPCJOBS_PODMAN_USERNS:+"--userns=$HPCJOBS_PODMAN_USERNS"} --network=host --device nvidia.com/gpu=all --volume /scratch:/scratch --volume "$PWD":"$PWD" ${HPCJOBS_SWEEP_DIR:+"--volume=$HPCJOBS_SWEEP_DIR:$HPCJOBS_SWEEP_DIR"} --workdir "$PWD" --env OMP_NUM_THREADS --env HPCJOBS_JOB_NAME --env HPCJOBS_SITE --env LR --env CUDA_VISIBLE_DEVICES --env 'HPCJOBS_*' nvcr.io/nvidia/pytorch:24.05-py3 bash -c 'python train.py --lr "$LR" --out "$HPCJOBS_RUN_DIR"'
 )
