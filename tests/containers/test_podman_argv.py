@@ -79,6 +79,16 @@ esac
 """
 
 
+def _default_signals() -> None:
+    """The job shell starts with the default action of each signal, as a scheduler starts a batch script.
+
+    A signal ignored when bash starts cannot be trapped (bash's manual, "Signals"), and pytest-xdist's
+    workers run with SIGINT ignored: inherited, it would make the INT case hang rather than test anything.
+    """
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.skipif(not shutil.which("bash"), reason="bash needed")
 @pytest.mark.parametrize(("signal_name", "status"), [("TERM", 143), ("INT", 130), ("HUP", 129)])
 def test_a_signalled_job_removes_its_container_although_podman_passes_nothing_on(
@@ -95,7 +105,8 @@ def test_a_signalled_job_removes_its_container_although_podman_passes_nothing_on
                       + 'hpcjobs_podman_run "hpcjobs-42-0-p1-0" --rm --init img bash -c "sleep 100"\n'
                       + "echo not-reached\n")
     env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "FAKE_DIR": str(tmp_path)}
-    job = subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE, text=True)
+    job = subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE, text=True,
+                           preexec_fn=_default_signals)
     deadline = time.monotonic() + 20
     while not (tmp_path / "client.pid").exists():
         assert time.monotonic() < deadline, "the client never started"
@@ -143,7 +154,8 @@ def test_a_signal_at_any_moment_leaves_no_client_or_container(tmp_path: Path, de
     script.write_text("\n".join(podman_setup_lines()) + '\nhpcjobs_podman_run n --rm img true\necho not-reached\n')
     env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "FAKE_DIR": str(tmp_path)}
     with open(tmp_path / "out", "w") as out:
-        job = subprocess.Popen(["bash", str(script)], env=env, stdout=out, stderr=subprocess.STDOUT)
+        job = subprocess.Popen(["bash", str(script)], env=env, stdout=out, stderr=subprocess.STDOUT,
+                               preexec_fn=_default_signals)
         time.sleep(delay)
         job.send_signal(signal.SIGTERM)
         status = job.wait(timeout=30)
