@@ -32,10 +32,20 @@ def test_single_job_logs_are_the_printed_files(swarm: None, tmp_path: Path) -> N
     try:
         assert sub["stdout"] == str(tmp_path / "hpcjobs-logs" / f"one-{job_id}.out")
 
+        last: list[str] = []
+
         def done() -> bool:
             st = _hpcjobs("status", job_id, cwd=tmp_path)
+            last[:] = [st.stdout + st.stderr]
             return st.returncode == 0 and "COMPLETED, exit 0" in st.stdout
-        wait_for("the job to complete", done, timeout=90, every=1)
+        # the first service of the run, beside the Slurm and OpenPBS tests on 2 cores: once over 90 s
+        try:
+            wait_for("the job to complete", done, timeout=240, every=1)
+        except BaseException:
+            tasks = subprocess.run(["docker", "service", "ps", "--no-trunc", job_id], capture_output=True,
+                                   text=True, check=False)
+            print(f"last status:\n{''.join(last)}\ndocker service ps:\n{tasks.stdout}{tasks.stderr}")
+            raise
         assert Path(sub["stdout"]).read_text() == "out-line\n"
         assert Path(sub["stderr"]).read_text() == "err-line\n"
         logs = _hpcjobs("logs", job_id, cwd=tmp_path)
