@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hpcjobs import transport
 from hpcjobs.accounting.reports.sweeps import SWEEP_FATE_COLUMNS, sweep_frame
 from hpcjobs.accounting.schema import empty_frame
 from hpcjobs.accounting.sweep_attempts import (  # noqa: F401 (public here too)
@@ -40,6 +41,7 @@ from hpcjobs.accounting.sweep_attempts import (  # noqa: F401 (public here too)
 from hpcjobs.sweep.api import sweep_status
 from hpcjobs.sweep.find import find_sweep
 from hpcjobs.sweep.ledger.store import Ledger
+from hpcjobs.sweep.remote import fetch_outputs, use_recorded
 from hpcjobs.sweep.results import join_results, results_frame, sort_results
 
 
@@ -101,10 +103,19 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
         ``log_out`` and ``log_err``.
     """
     folder = find_sweep(sweep, root)
+    with transport.scope():  # a sweep on a login node: one SSH connection for its accounting and its files
+        return _load_sweep(folder, jobs, cache, results)
+
+
+def _load_sweep(folder: Path, jobs: pd.DataFrame | None, cache: bool, results: bool) -> pd.DataFrame:
     with Ledger.open(folder, allow_read_only=True) as ledger:
         meta = ledger.meta
         job_ids = sorted({s.job_id for s in ledger.submissions(with_points=False)
                           if s.job_id and s.state == "submitted"})
+    if results or jobs is None:
+        use_recorded(meta)
+    if results:
+        fetch_outputs(folder, meta)
     if jobs is None:
         from hpcjobs.accounting.report_source import query_jobs_of
 
@@ -176,6 +187,8 @@ def sweep_results(sweep: str | Path, *, root: str | Path | None = None, sort: Se
     params = list(frame.columns[2:list(frame.columns).index("job_id")])
     # no accounting rows were joined: the state is the ledger's (SUBMITTED, RUNNING, ... included)
     frame["state"] = frame["ledger_state"].astype("string")
+    with Ledger.open(folder, allow_read_only=True) as ledger:
+        fetch_outputs(folder, ledger.meta)  # a sweep on a login node: new or changed run folders come here
     results = results_frame(folder, list(frame["point_id"].astype(str)), cache=cache)
     joined = join_results(frame, results)
     metrics = list(joined.columns[len(frame.columns):-3])

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Protocol
 
 from hpcjobs.errors import CommandError, CommandTimeout
 
@@ -44,6 +45,42 @@ _DRAIN_AFTER_KILL_S = 2.0  # after a timeout kill, how long output still in the 
 
 _limits: ContextVar[tuple[int | None, int | None]] = ContextVar(
     "hpcjobs_output_limits", default=(DEFAULT_MAX_STDOUT, DEFAULT_MAX_STDERR))
+
+
+class CommandRunner(Protocol):
+    """Where :func:`run_command` sends a command when a transport is in force (an SSH login node).
+
+    The same arguments as :func:`run_command` with the limits settled; returns what it returned. A runner
+    that cannot tell whether the command ran (a dropped connection) raises :class:`CommandError` with
+    ``returncode=None``: ambiguous, as a timeout is.
+    """
+
+    def __call__(self, argv: Sequence[str], *, timeout: float, input: str | bytes | None,
+                 env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None, check: bool,
+                 max_stdout: int | None, max_stderr: int | None) -> CommandResult: ...
+
+
+_route: ContextVar[CommandRunner | None] = ContextVar("hpcjobs_command_route", default=None)
+
+
+@contextmanager
+def routed_to(runner: CommandRunner | None) -> Iterator[None]:
+    """Send the commands :func:`run_command` runs inside the ``with`` block to ``runner`` (``None``: run here).
+
+    The transport seam (:mod:`hpcjobs.transport`): scheduler commands run on a login node over SSH through
+    the same function as local ones, so every caller and every test fake of this seam stays as it is.
+    """
+    token = _route.set(runner)
+    try:
+        yield
+    finally:
+        _route.reset(token)
+
+
+def routed() -> bool:
+    """Whether commands are sent elsewhere now (a transport whose ``remote`` attribute is true, if it has one)."""
+    route = _route.get()
+    return route is not None and bool(getattr(route, "remote", True))
 
 
 @contextmanager
@@ -144,7 +181,7 @@ def run_command(
     argv: Sequence[str],
     *,
     timeout: float = DEFAULT_TIMEOUT_S,
-    input: str | None = None,
+    input: str | bytes | None = None,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     check: bool = True,
@@ -161,7 +198,7 @@ def run_command(
     Args:
         argv: The command and its arguments (no shell is involved).
         timeout: Seconds before the command is killed and :class:`CommandTimeout` raised.
-        input: Text sent to the command's standard input.
+        input: Text (or bytes) sent to the command's standard input.
         env: Extra environment variables, layered over the current environment.
         cwd: Working directory.
         check: Raise :class:`CommandError` when the exit code is not 0.
@@ -173,6 +210,31 @@ def run_command(
         CommandError: The command could not be started, or exited non-zero with ``check``.
         CommandTimeout: The command ran past ``timeout``.
     """
+    limit_out, limit_err = _limits.get()
+    if max_stdout != LIMIT_IN_FORCE:
+        limit_out = max_stdout
+    if max_stderr != LIMIT_IN_FORCE:
+        limit_err = max_stderr
+    route = _route.get()
+    if route is not None:
+        return route([os.fspath(a) for a in argv], timeout=timeout, input=input, env=env, cwd=cwd, check=check,
+                     max_stdout=limit_out, max_stderr=limit_err)
+    return run_here(argv, timeout=timeout, input=input, env=env, cwd=cwd, check=check, max_stdout=limit_out,
+                    max_stderr=limit_err)
+
+
+def run_here(
+    argv: Sequence[str],
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    input: str | bytes | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    check: bool = True,
+    max_stdout: int | None = LIMIT_IN_FORCE,
+    max_stderr: int | None = LIMIT_IN_FORCE,
+) -> CommandResult:
+    """:func:`run_command` on this machine, whatever transport is in force (ssh itself, ``bash -n``)."""
     args = [os.fspath(a) for a in argv]
     limit_out, limit_err = _limits.get()
     if max_stdout != LIMIT_IN_FORCE:
@@ -197,7 +259,8 @@ def run_command(
         raise CommandError(args, None, "", str(exc), reason=f"could not be started ({exc.strerror})") from exc
     out, err = _Capture(limit_out), _Capture(limit_err)
     try:
-        timed_out = _communicate(proc, None if input is None else input.encode("utf-8"), out, err,
+        data = input.encode("utf-8") if isinstance(input, str) else input
+        timed_out = _communicate(proc, data, out, err,
                                  start + timeout)
     except BaseException:
         proc.kill()
@@ -220,10 +283,10 @@ def run_command(
     return result
 
 
-#: :func:`run_command` for the local tools that are no scheduler (``bash -n`` parsing a site's scripts): the
-#: same function, bound once here, so a test that replaces :func:`run_command` to fake a scheduler (the seam)
-#: fakes only the scheduler.
-run_local_tool = run_command
+#: :func:`run_command` for the local tools that are no scheduler (``bash -n`` parsing a site's scripts): always
+#: run here (never over a transport), and bound once, so a test that replaces :func:`run_command` to fake a
+#: scheduler (the seam) fakes only the scheduler.
+run_local_tool = run_here
 
 
 def _communicate(proc: subprocess.Popen[bytes], data: bytes | None, out: _Capture, err: _Capture,

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 log() { printf '\n== %s\n' "$*" >&2; }
-TESTBED_MARKS="slurm or pbs or swarm or kubernetes"
+TESTBED_MARKS="slurm or pbs or swarm or kubernetes or ssh"
 
 log "installing hpcjobs and its test dependencies"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[test]"
@@ -46,13 +46,18 @@ apt_need shellcheck chromium                 # every script must pass shellcheck
 testbeds_t0=$SECONDS
 TESTBED_LOGS=$(mktemp -d "${TMPDIR:-/tmp}/hpcjobs-testbeds.XXXXXX")
 
-# Slurm, then OpenPBS (restores a cached build, or builds the vendored source, niced), then Swarm, then
-# Podman for containers in the Slurm and OpenPBS jobs.
+# SSH (the login node "laptop" tests reach), Slurm, then OpenPBS (restores a cached build, or builds the
+# vendored source, niced), then Swarm, then Podman for containers in the Slurm and OpenPBS jobs.
 # Each line it logs starts with "== ", like this script's own.
 start_slurm_pbs_swarm() {
     local start
     start=$SECONDS
-    bash tests/slurm/testbed.sh start || { log "the Slurm testbed did not start"; return 1; }
+    # the SSH testbed first: its login user gets a Slurm association when the Slurm testbed starts
+    bash tests/ssh/testbed.sh start || { log "the SSH testbed did not start"; return 1; }
+    log "SSH testbed up in $(( SECONDS - start )) s"
+    start=$SECONDS
+    TESTBED_USERS="hpcssh ${TESTBED_USERS:-}" bash tests/slurm/testbed.sh start \
+        || { log "the Slurm testbed did not start"; return 1; }
     log "Slurm testbed up in $(( SECONDS - start )) s"
     start=$SECONDS
     nice -n 10 bash tests/pbs/testbed.sh build || { log "the OpenPBS build failed"; return 1; }
@@ -154,8 +159,9 @@ side_by_side() {  # side_by_side NAME:MARKS...: one background pytest per part, 
     done
     log "the tests on the Slurm, OpenPBS and Swarm testbeds took $(( SECONDS - start )) s in all"
 }
-# a test carrying several testbed marks runs with the first of slurm, pbs, swarm it has
-side_by_side "slurm:slurm" "pbs:pbs and not slurm" "swarm:swarm and not (slurm or pbs)"
+# a test carrying several testbed marks runs with the first of slurm, pbs, swarm it has; the tests from a
+# "laptop" over the SSH testbed (to Slurm and OpenPBS) run after the OpenPBS tests, the shortest part
+side_by_side "slurm:slurm" "pbs:(pbs or ssh) and not slurm" "swarm:swarm and not (slurm or pbs or ssh)"
 wait_kubernetes
 part "on the Kubernetes testbed" "kubernetes"
 log "suite done: pytest exit status $rc"

@@ -201,6 +201,29 @@ class SitePreemption(StrictModel):
     )
 
 
+class SiteRemote(StrictModel):
+    """The login node hpcjobs reaches this cluster through when it runs elsewhere (a laptop), over SSH."""
+
+    host: OneLine = Field(description="Host name or ~/.ssh/config alias of the login node.")
+    user: OneLine | None = Field(None, description="Login name (default: ssh's, from ~/.ssh/config or the local user).")
+    port: int | None = Field(None, ge=1, le=65535, description="SSH port (default: ssh's).")
+    workdir: OneLine = Field("hpcjobs", description="Folder on the login node for sweeps and submissions "
+                             "(relative or ~/: from the remote home).")
+    ssh_config: OneLine | None = Field(None, description="ssh_config file used instead of ~/.ssh/config (ssh -F).")
+    options: list[OneLine] = Field(default_factory=list, description="Extra ssh -o options (ProxyJump=bastion).")
+    ssh: OneLine = Field("ssh", description="The OpenSSH client program.")
+
+    @model_validator(mode="after")
+    def _usable(self) -> SiteRemote:
+        from hpcjobs.transport.login import login_problems
+
+        problems = login_problems(host=self.host, user=self.user, port=self.port, workdir=self.workdir,
+                                  ssh_config=self.ssh_config, options=tuple(self.options), ssh=self.ssh)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
 class SiteConfig(StrictModel):
     """A cluster: its scheduler, partitions and limits, and what every job script there needs."""
 
@@ -249,6 +272,8 @@ class SiteConfig(StrictModel):
         None, description="Docker Swarm sites: the image, mounts and placement of jobs.")
     kubernetes: KubernetesSettings | None = Field(
         None, description="Kubernetes sites: the namespace, image, volumes and placement of jobs.")
+    remote: SiteRemote | None = Field(
+        None, description="Reach this cluster from another machine (a laptop) over SSH: its login node.")
     containers: SiteContainers | None = Field(
         None, description="Container runtimes on the nodes (apptainer, singularity, pyxis, podman, oci), their "
         "modules and GPU flags, default mounts and the folders a job may mount.")

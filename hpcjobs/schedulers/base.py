@@ -424,6 +424,11 @@ class BaseBackend(JobIdGrammar):
         """The executable that runs command ``name`` (``command_paths``; default: ``name`` on ``$PATH``)."""
         return name
 
+    def command_folder_probe(self) -> list[str] | None:
+        """A command whose first output line is the folder of this scheduler's commands on a login node reached
+        over SSH (``command_paths``: this machine's files cannot say; ``None``: the remote ``$PATH`` decides)."""
+        return None
+
     def submit_argv_in(self, script: Path, options: SubmitOptions, cwd: Path, *,
                        server_version: tuple[int, int] | None = None) -> list[str]:
         """The submit command for a job that runs in ``cwd`` (``submit_in_folder``; default: :meth:`submit_argv`)."""

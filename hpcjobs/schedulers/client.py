@@ -73,9 +73,25 @@ class SchedulerClient:
         """
         self.calls[argv[0]] = self.calls.get(argv[0], 0) + 1
         if self.backend.capabilities.command_paths and argv and "/" not in argv[0]:
-            env = {**os.environ, **self.env} if self.env else os.environ
-            argv = [self.backend.command_path(argv[0], env), *argv[1:]]
+            if process.routed():  # over SSH: the login node's own folder of the commands
+                folder = self._remote_command_folder()
+                argv = [f"{folder}/{argv[0]}" if folder else argv[0], *argv[1:]]
+            else:
+                env = {**os.environ, **self.env} if self.env else os.environ
+                argv = [self.backend.command_path(argv[0], env), *argv[1:]]
         return process.run_command(argv, timeout=timeout, env=self.env, cwd=cwd, check=check)
+
+    def _remote_command_folder(self) -> str | None:
+        """Where the login node keeps the scheduler's commands (asked once per client), or ``None`` (its ``$PATH``)."""
+        if "command_folder" not in self._asked:
+            probe = self.backend.command_folder_probe()
+            found = None
+            if probe is not None:
+                lines = process.run_command(probe, timeout=QUERY_TIMEOUT_S, check=False).stdout.splitlines()
+                found = lines[0].strip() if lines and lines[0].startswith("/") else None
+            self._asked["command_folder"] = found
+        folder = self._asked["command_folder"]
+        return folder if isinstance(folder, str) else None
 
     def submit(self, script: str | Path, options: SubmitOptions | None = None,
                *, cwd: str | Path | None = None) -> str:

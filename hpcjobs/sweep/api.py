@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcjobs import states
+from hpcjobs import states, transport
 from hpcjobs.errors import ConfigError, ConfigProblem, LedgerError
 from hpcjobs.schedulers.client import SchedulerClient, client_for
 from hpcjobs.schedulers.registry import capabilities_of
@@ -25,6 +25,7 @@ from hpcjobs.sweep.ledger.store import Ledger, PointRecord
 from hpcjobs.sweep.listing import SweepListing, SweepSummary, list_sweeps
 from hpcjobs.sweep.poll import poll_status
 from hpcjobs.sweep.prepare import PreparedSweep, prepare_sweep
+from hpcjobs.sweep.remote import use_recorded
 from hpcjobs.sweep.submitter import SubmitReport, SweepSubmitter, open_ledger, submitted_job_ids
 from hpcjobs.units import format_walltime_slurm
 
@@ -67,6 +68,16 @@ def run_sweep(
     ``after`` holds ``--after`` upstreams (``REF`` or ``ok:``/``any:``/``done:REF``); with the experiment's
     ``after:`` and those its ledger recorded, every chunk waits for them (:mod:`hpcjobs.sweep.pipeline`).
     """
+    with transport.scope():  # a site's login node (`remote:`): one SSH connection for the whole call
+        return _run_sweep(path, site=site, overrides=overrides, sweep_args=sweep_args, root=root, throttle=throttle,
+                          dry_run=dry_run, force=force, new=new, detach=detach, workers=workers, progress=progress,
+                          client=client, refresh_site=refresh_site, after=after)
+
+
+def _run_sweep(path: str | Path, *, site: str | None, overrides: Sequence[str], sweep_args: Sequence[str],
+               root: str | Path | None, throttle: int | None, dry_run: bool, force: bool, new: bool, detach: bool,
+               workers: int | None, progress: Progress | None, client: SchedulerClient | None, refresh_site: bool,
+               after: Sequence[str]) -> tuple[PreparedSweep, SubmitReport]:
     from hpcjobs.sweep.request import SweepRequest, resolve_sweep_request
 
     resolved = resolve_sweep_request(SweepRequest(path, site, overrides, sweep_args, root, refresh_site, after, new,
@@ -84,7 +95,8 @@ def run_sweep(
         sub = SweepSubmitter(prepared, _DryLedger(prepared), c, throttle=throttle, after=deps)  # type: ignore[arg-type]
         return prepared, sub.submit(dry_run=True)
     how = {"overrides": list(overrides), "sweep_args": list(sweep_args), "site_arg": site,
-           "submit_dir": str(prepared.submit_dir), "throttle": throttle}
+           "submit_dir": str(prepared.submit_dir), "throttle": throttle,
+           **({"remote": prepared.remote.as_dict()} if prepared.remote is not None else {})}
     with open_ledger(prepared, force=force, how=how) as ledger:
         deps, records = resolved.upstreams_with(ledger)
         ledger.record_upstreams(records)
@@ -177,6 +189,11 @@ def _detach_local(prepared: PreparedSweep, workers: int | None) -> SubmitReport:
 
 def prepared_from_ledger(folder: Path, *, extra_overrides: Sequence[str] = (), force: bool = False) -> PreparedSweep:
     """Prepare a sweep again from what its ledger recorded (file, overrides, site), keeping its id."""
+    with transport.scope():
+        return _prepared_from_ledger(folder, extra_overrides, force)
+
+
+def _prepared_from_ledger(folder: Path, extra_overrides: Sequence[str], force: bool) -> PreparedSweep:
     with Ledger.open(folder) as ledger:
         meta = ledger.meta
     how = meta.extra
@@ -185,6 +202,13 @@ def prepared_from_ledger(folder: Path, *, extra_overrides: Sequence[str] = (), f
                              sweep_args=how.get("sweep_args", []), root=folder.parent,
                              submit_dir=how.get("submit_dir"), ask_scheduler=True)
     prepared = dataclasses.replace(prepared, sweep_id=meta.sweep_id, folder=folder)
+    places = use_recorded(meta)
+    if places is not None:  # where its jobs already read their files
+        prepared = dataclasses.replace(prepared, remote=places)
+    else:
+        from hpcjobs.sweep.request import over_login_node
+
+        prepared = over_login_node(prepared)
     planned = prepared  # the change check compares the experiment as planned, before this retry's overrides
     if extra_overrides:
         from hpcjobs.config.loading import load_experiment
@@ -284,8 +308,10 @@ def sweep_status(name: str | Path, *, root: str | Path | None = None, poll: bool
         points_state: Only points in this state (or these states) in the page.
     """
     folder = find_sweep(name, root)
-    with Ledger.open(folder, allow_read_only=True) as ledger:
+    with transport.scope(), Ledger.open(folder, allow_read_only=True) as ledger:
         meta = ledger.meta
+        if poll:
+            use_recorded(meta)
         changed = 0
         if ledger.read_only:
             import logging
@@ -316,8 +342,9 @@ def cancel_sweep(name: str | Path, *, root: str | Path | None = None,
         The job ids cancelled.
     """
     folder = find_sweep(name, root)
-    with Ledger.open(folder) as ledger:
+    with transport.scope(), Ledger.open(folder) as ledger:
         meta = ledger.meta
+        use_recorded(meta)
         c = None
         runs_here = capabilities_of(meta.scheduler).runs_here
         recorded = [s.job_id for s in ledger.live_submissions(with_unseated=False) if s.job_id]
@@ -363,7 +390,13 @@ def resubmit_sweep(
     Returns:
         The re-prepared sweep, the submission report, and how many points were reset.
     """
-    folder = find_sweep(name, root)
+    with transport.scope():  # over SSH: one connection for the re-preparation and the submission
+        return _resubmit(find_sweep(name, root), which, overrides, scale_walltime, throttle, force, client)
+
+
+def _resubmit(folder: Path, which: Sequence[str], overrides: Sequence[str], scale_walltime: float | None,
+              throttle: int | None, force: bool, client: SchedulerClient | None,
+              ) -> tuple[PreparedSweep, SubmitReport, int]:
     extra = list(overrides)
     if scale_walltime:
         base = prepared_from_ledger(folder, extra_overrides=extra, force=force)

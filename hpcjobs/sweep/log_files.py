@@ -29,6 +29,7 @@ from hpcjobs.sweep.logs import (
     scheduler_log_stem,
     single_job_log_paths,
 )
+from hpcjobs.sweep.remote import fetch_outputs
 from hpcjobs.sweep.singles_read import job_ids_match, settle_exit_code
 
 
@@ -79,6 +80,8 @@ def sweep_logs(sweep: str | Path, *, root: str | Path | None = None, point: str 
 
         check_id_argument(point, what="point", key="point")
     wanted = {s.upper() for s in only_states} | (set(states.FAILURE_STATES) if failed else set())
+    with Ledger.open(folder, allow_read_only=True) as ledger:
+        fetch_outputs(folder, ledger.meta)  # a sweep on a login node: its new run folders and logs come here first
     with Ledger.open(folder, allow_read_only=True) as ledger:
         single = ledger.meta.extra.get("kind") == "job"
     if poll and wanted:

@@ -23,7 +23,7 @@ reads those files for the points of the polled submissions and corrects what the
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -104,7 +104,7 @@ def chunk_pack_plan(prepared: PreparedSweep, chunk: int, token: str, job: Resolv
         memory = memory // k if memory else None
     else:
         memory = None
-    folder = shell_word(str(prepared.folder))
+    folder = shell_word(prepared.job_folder)
     task_setup = (
         f"export HPCJOBS_SWEEP_ID={shell_word(prepared.sweep_id)} HPCJOBS_SWEEP_DIR={folder}",
         f"export HPCJOBS_CHUNK={chunk} HPCJOBS_TOKEN={shell_word(token)} HPCJOBS_PACK_SIZE={k}",
@@ -146,10 +146,13 @@ def point_outcome(task_state: str, task_raw: str | None, task_code: int | None,
     return task_state, task_raw, task_code
 
 
-def refine_packed(ledger: Ledger, folder: Path, tokens: Iterable[str]) -> int:
+def refine_packed(ledger: Ledger, folder: Path, tokens: Iterable[str],
+                  exit_of: Callable[[Path, str], int | None] | None = None) -> int:
     """Correct the points of the polled packed submissions ``tokens`` from their exit files.
 
-    Only points whose task started (``RUNNING`` or ended) are read: one small file per point.
+    Only points whose task started (``RUNNING`` or ended) are read: one small file per point, by
+    ``exit_of(run folder, token)`` (default :func:`read_exit`; a sweep on a login node reads them there in
+    one session, :func:`hpcjobs.sweep.remote.remote_exit_reader`).
 
     Returns:
         How many points changed.
@@ -163,7 +166,7 @@ def refine_packed(ledger: Ledger, folder: Path, tokens: Iterable[str]) -> int:
     for pid, token, state, raw, code in rows:
         if state == states.COMPLETED and raw == "COMPLETED (point)":
             continue  # settled by its exit file already
-        new = point_outcome(state, raw, code, read_exit(base / pid, token))
+        new = point_outcome(state, raw, code, (exit_of or read_exit)(base / pid, token))
         if new != (state, raw, code):
             outcomes.append((pid, token, *new))
     return ledger.set_point_outcomes(outcomes) if outcomes else 0

@@ -19,6 +19,7 @@ from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.sweep.ledger.store import Ledger
 from hpcjobs.sweep.lookup import settle_unseen
 from hpcjobs.sweep.pack import packed_tokens, refine_packed
+from hpcjobs.sweep.remote import recorded_places, remote_exit_reader
 
 log = logging.getLogger("hpcjobs.sweep")
 
@@ -55,7 +56,10 @@ def poll_status(ledger: Ledger, client: SchedulerClient, *, active_only: bool = 
     table = client.status_table(ids, reuse=reuse)
     complete = all(table.covers(j, same) for j in ids)
     changed = ledger.apply_status(table, job_key=key, asked_sha256=asked if complete else None)
-    changed += refine_packed(ledger, ledger.path.parent, packed_tokens(ledger, subs))
+    tokens = packed_tokens(ledger, subs)
+    places = recorded_places(ledger.meta) if tokens else None
+    changed += refine_packed(ledger, ledger.path.parent, tokens,
+                             remote_exit_reader(places) if places is not None else None)
     lost = settle_unseen(ledger, client, subs, table)
     if changed:
         _retire(ledger, client)

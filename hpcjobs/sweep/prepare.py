@@ -51,6 +51,7 @@ from hpcjobs.sweep.pack import active_pack, chunk_pack_plan, packed_array_job
 from hpcjobs.sweep.points.point import Point, point_env_lines
 from hpcjobs.sweep.points.shapes import JobShape, job_shapes
 from hpcjobs.sweep.points.stream import sweep_points
+from hpcjobs.transport import RemotePlaces
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ class PreparedSweep:
         shapes: The jobs the points run as, when parameters set keys of the experiment
             (``resources.cpus_per_task``...; :mod:`hpcjobs.sweep.points.shapes`): one array per shape.
         shape_of: Each point id's index in ``shapes``.
+        remote: Where the sweep lives on a login node reached over SSH (a site's ``remote:``): jobs
+            read its copy there and are submitted from its workdir (``None``: here).
     """
 
     sweep_id: str
@@ -86,6 +89,17 @@ class PreparedSweep:
     submit_dir: Path
     shapes: tuple[JobShape, ...] = ()
     shape_of: Mapping[str, int] = field(default_factory=dict)
+    remote: RemotePlaces | None = None
+
+    @property
+    def job_folder(self) -> str:
+        """The sweep folder as its jobs see it (the login node's copy, when remote)."""
+        return self.remote.folder if self.remote is not None else str(self.folder)
+
+    @property
+    def job_submit_dir(self) -> str:
+        """The folder jobs are submitted from, as the scheduler sees it."""
+        return self.remote.workdir if self.remote is not None else str(self.submit_dir)
 
 
 def prepare_sweep(
@@ -197,7 +211,7 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
     if active_pack(prepared) is not None:  # several points per task
         return packed_array_job(prepared, chunk, size, throttle, base, _chunk_logs(prepared, chunk, base))
     index_var = job_env_of(prepared.site.scheduler).array_index_var
-    folder = shell_word(str(prepared.folder))
+    folder = shell_word(prepared.job_folder)
     preamble = (
         f"export HPCJOBS_SWEEP_ID={shell_word(prepared.sweep_id)} HPCJOBS_SWEEP_DIR={folder}",
         f"export HPCJOBS_CHUNK={chunk} HPCJOBS_ARRAY_INDEX=\"${{{index_var}:?not an array task}}\"",

@@ -14,9 +14,11 @@ difference: the submission writes the ledger and submits; the dry run prints the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from hpcjobs import transport
+from hpcjobs.errors import ConfigError
 from hpcjobs.schedulers.base import JobDependency
 from hpcjobs.schedulers.client import SchedulerClient, client_for
 from hpcjobs.schedulers.registry import capabilities_of
@@ -25,6 +27,7 @@ from hpcjobs.sweep.ledger.schema import PLANNED
 from hpcjobs.sweep.ledger.store import LEDGER_FILE, Ledger, UpstreamRecord
 from hpcjobs.sweep.pipeline import UpstreamSpec, parse_after_option, settle_upstreams
 from hpcjobs.sweep.prepare import PreparedSweep, prepare_sweep
+from hpcjobs.transport.login import RemoteLogin
 
 #: What a submission waits for (the dependencies) and what its ledger keeps of it (the records).
 Upstreams = tuple[tuple[JobDependency, ...], list[UpstreamRecord]]
@@ -123,6 +126,7 @@ def resolve_sweep_request(request: SweepRequest, client: SchedulerClient | None 
     prepared = settle_identity(prepared, overrides=request.overrides, sweep_args=request.sweep_args,
                                new=request.new, force=request.force)
     runs_here = capabilities_of(prepared.site.scheduler).runs_here
+    prepared = over_login_node(prepared)
     c = None if runs_here else (client or client_for(prepared.site.scheduler))
     upstreams = None
     if not (prepared.folder / LEDGER_FILE).is_file():  # a new sweep: a missing upstream stops it unwritten
@@ -130,4 +134,26 @@ def resolve_sweep_request(request: SweepRequest, client: SchedulerClient | None 
     return ResolvedSweep(prepared, c, cli_after, upstreams)
 
 
-__all__ = ["ResolvedSweep", "SweepRequest", "Upstreams", "resolve_sweep_request"]
+def over_login_node(prepared: PreparedSweep) -> PreparedSweep:
+    """``prepared`` with its places on the login node its site names (``remote:``), this scope's commands sent there.
+
+    Called inside a :func:`hpcjobs.transport.scope`; a site without ``remote:`` is returned as it is.
+
+    Raises:
+        ConfigError: The site's scheduler is not reached through a login node (its jobs are services of a
+            cluster API, or processes of this machine).
+        RemoteConnectionError: ssh could not log in.
+    """
+    remote = prepared.site.remote
+    if remote is None:
+        return prepared
+    caps = capabilities_of(prepared.site.scheduler)
+    if caps.services or caps.runs_here:
+        raise ConfigError(f"site {prepared.site.name!r}: `remote:` is for schedulers submitted to from a login node; "
+                          f"{prepared.site.scheduler} is reached through its own client's context instead")
+    login = RemoteLogin(host=remote.host, user=remote.user, port=remote.port, workdir=remote.workdir,
+                        ssh_config=remote.ssh_config, options=tuple(remote.options), ssh=remote.ssh)
+    return replace(prepared, remote=transport.places_for(login, prepared.sweep_id, prepared.folder))
+
+
+__all__ = ["ResolvedSweep", "SweepRequest", "Upstreams", "over_login_node", "resolve_sweep_request"]

@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, SubmitError, reading_output_of
 from hpcjobs.resolve import ResolvedJob
@@ -115,6 +116,17 @@ def open_ledger(prepared: PreparedSweep, *, force: bool = False, how: Mapping[st
     return Ledger.create(prepared.folder, meta, prepared.points, force=force)
 
 
+def stays_here(relative: str) -> bool:
+    """Whether a path of a sweep folder stays on this machine when the sweep runs on a login node.
+
+    The ledger and its lock are the source of truth here; run folders (``points/``) are written by the
+    jobs there and come back (:func:`hpcjobs.transport.files.pull`); the rest is what jobs read.
+    """
+    first = relative.split("/", 1)[0]
+    return first.startswith("ledger.sqlite") or first in {"lock", "points", "local-runner.log"} or \
+        relative.endswith(".tmp")
+
+
 class SweepSubmitter:
     """Submits a prepared sweep's pending points to a scheduler, exactly once.
 
@@ -141,10 +153,12 @@ class SweepSubmitter:
         self.retry = retry or RetryPolicy()
         self.progress = progress
         self.sleep = sleep
-        self.user = user or getpass.getuser()
+        self.user = user or (prepared.remote.user if prepared.remote is not None else getpass.getuser())
         self.after = after
         #: Ids printed with exit 0 in this run, by token, checked against the tags at its end.
         self._printed: dict[str, str] = {}
+        #: Files of the sweep folder sent to the login node in this run (path -> size, mtime).
+        self._sent: dict[str, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------------------ entry point
 
@@ -234,7 +248,16 @@ class SweepSubmitter:
                                    pack=pack_size(self.prepared))
             error: CommandError | None = None
             try:
-                job_id = self.client.submit(script, self._options(chunk, token), cwd=self.prepared.submit_dir)
+                job_script = self._stage(script)  # over SSH: the login node's copy, sent first
+            except CommandError as exc:  # the submit command never ran: surely not queued, try again
+                last_error = exc
+                self.ledger.mark_failed(token, f"not submitted: the job's files did not reach the login node\n{exc}")
+                log.warning("chunk %d: its files did not reach the login node (%s); retrying", chunk.number,
+                            exc.reason or exc)
+                self.sleep(self.retry.delay(attempt))
+                continue
+            try:
+                job_id = self.client.submit(job_script, self._options(chunk, token), cwd=self.prepared.job_submit_dir)
             except CommandError as exc:  # CommandTimeout included
                 error = exc
             except HpcJobsError as exc:  # exit 0 but no job id in the output: did it queue?
@@ -273,6 +296,24 @@ class SweepSubmitter:
             self.sleep(max(0.0, self.retry.delay(attempt) - look.waited))
         raise SubmitError(f"chunk {chunk.number} of sweep {self.prepared.sweep_id} could not be submitted after "
                           f"{self.retry.attempts} attempts; run the same command again to resume") from last_error
+
+    def _stage(self, script: Path) -> Path:
+        """The script as the scheduler will read it: ``script`` here, or its login node copy, sent first.
+
+        Over SSH, every file of the sweep folder that jobs read and that changed since the last send
+        (this script, the chunk files) goes in one session, with the jobs' output folders made there.
+        """
+        places = self.prepared.remote
+        if places is None:
+            return script
+        from hpcjobs import transport
+        from hpcjobs.transport.files import push
+
+        session = transport.use(places.login)
+        out_dirs = sorted({s.job.output_dir for s in self.prepared.shapes} or {self.prepared.job.output_dir})
+        made = [d if d.startswith("/") else f"{places.workdir}/{d}" for d in out_dirs]
+        push(session, self.prepared.folder, places.folder, skip=stays_here, sent=self._sent, also_make=made)
+        return Path(places.folder) / script.relative_to(self.prepared.folder)
 
     def _printed_id(self, error: CommandError) -> str | None:
         """A job id a failed submit command printed anyway (kept as a hint; the tag decides)."""

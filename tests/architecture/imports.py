@@ -19,12 +19,14 @@ PACKAGE = ROOT / "hpcjobs"
 #: The first matching prefix decides (longest prefixes are listed first where they overlap).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground", ("hpcjobs.__version__", "hpcjobs.errors", "hpcjobs.process", "hpcjobs.units", "hpcjobs.states",
-                "hpcjobs.ids", "hpcjobs.safe_files", "hpcjobs.skipped", "hpcjobs.output", "hpcjobs.resources")),
+                "hpcjobs.ids", "hpcjobs.safe_files", "hpcjobs.skipped", "hpcjobs.output", "hpcjobs.resources",
+                "hpcjobs.transport.login")),
     ("config", ("hpcjobs.config", "hpcjobs.launch")),
     ("resolve", ("hpcjobs.resolve",)),
     ("schedulers", ("hpcjobs.schedulers",)),
     ("sites", ("hpcjobs.sites",)),
     ("render", ("hpcjobs.render", "hpcjobs.containers")),
+    ("transport", ("hpcjobs.transport",)),
     ("sweep", ("hpcjobs.sweep", "hpcjobs.submit")),
     ("accounting", ("hpcjobs.accounting",)),
     ("analysis", ("hpcjobs.analysis", "hpcjobs.plan")),

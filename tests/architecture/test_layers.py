@@ -2,10 +2,10 @@
 private name crosses a package.
 
 The layers, lowest first (:data:`architecture.imports.LAYERS`): ground (errors, process, units,
-states, ids, safe_files, skipped, output, resources) → config (every schema; launch settings) →
-resolve → schedulers → sites → render → sweep (with submit) → accounting → analysis and plan →
-commands and the CLI. Imports inside functions count: a function-level import only hides a
-dependency from the interpreter, not from the reader.
+states, ids, safe_files, skipped, output, resources, transport.login) → config (every schema;
+launch settings) → resolve → schedulers → sites → render → transport (local or SSH) → sweep (with
+submit) → accounting → analysis and plan → commands and the CLI. Imports inside functions count: a
+function-level import only hides a dependency from the interpreter, not from the reader.
 
 The tables below hold what is still wrong today and may only shrink: a new upward import, circle or
 private crossing fails, and so does an entry that no longer exists (lower the table). Regenerate

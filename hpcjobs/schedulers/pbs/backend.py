@@ -76,6 +76,11 @@ class PbsProBackend(BaseBackend):
         """PBS's own ``name``, not Slurm's wrapper of the same name (:mod:`hpcjobs.schedulers.locate`)."""
         return locate_pbs_command(name, env).path
 
+    def command_folder_probe(self) -> list[str]:
+        """``$PBS_EXEC/bin`` as the login node's PBS configuration file says (``/etc/pbs.conf``, pbs.conf(8B))."""
+        return ["sh", "-c", '. "${PBS_CONF_FILE:-/etc/pbs.conf}" >/dev/null 2>&1; '
+                'printf "%s/bin\\n" "${PBS_EXEC:-/opt/pbs}"']
+
     def submit_argv(self, script: Path, options: SubmitOptions) -> list[str]:
         """``qsub`` with the options as arguments (command-line options win over ``#PBS`` lines)."""
         argv = ["qsub"]

@@ -1,0 +1,107 @@
+"""A sweep on a login node reached over SSH, as its ledger (here) records it.
+
+The ledger stays on this machine and is the source of truth; the login node holds the copy jobs read and
+the run folders they write (:class:`hpcjobs.transport.RemotePlaces`, recorded in the ledger's meta at
+planning). Commands on a recorded sweep reconnect through :func:`use_recorded`; :func:`fetch_outputs`
+brings back what jobs wrote, only what is new or changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hpcjobs import transport
+from hpcjobs.process import output_limits
+from hpcjobs.render.pack import EXIT_FILE_PREFIX
+from hpcjobs.render.shellvalue import shell_word
+from hpcjobs.transport import RemotePlaces
+
+log = logging.getLogger("hpcjobs.sweep")
+
+#: Folders of a sweep folder that jobs write and :func:`fetch_outputs` brings back.
+JOB_OUTPUTS = ("points",)
+
+
+def recorded_places(meta: Any) -> RemotePlaces | None:
+    """Where the sweep of ledger meta ``meta`` lives on its login node (``None``: it runs here)."""
+    data = (meta.extra or {}).get("remote")
+    return RemotePlaces.from_dict(data) if isinstance(data, dict) else None
+
+
+def use_recorded(meta: Any) -> RemotePlaces | None:
+    """Send this scope's scheduler commands to the sweep's login node, if it has one (inside a transport scope)."""
+    places = recorded_places(meta)
+    if places is not None:
+        transport.use(places.login)
+    return places
+
+
+def fetch_outputs(folder: Path, meta: Any) -> int:
+    """Bring the run folders and scheduler logs of a remote sweep here (new or changed files only).
+
+    Run folders land in ``folder/points``; the jobs' output folders under the submit folder recorded at
+    planning, as a local sweep has them. Returns the number of files fetched (0 for a local sweep).
+
+    Raises:
+        RemoteConnectionError: ssh could not reach the login node.
+    """
+    places = recorded_places(meta)
+    if places is None:
+        return 0
+    from hpcjobs.config.results import read_results_spec
+    from hpcjobs.transport.files import pull
+
+    with transport.scope():
+        session = transport.use(places.login)
+        report = pull(session, places.folder, folder, JOB_OUTPUTS)
+        fetched = len(report.fetched or [])
+        output_dir = read_results_spec(folder)[1] or ""
+        submit_dir = (meta.extra or {}).get("submit_dir")
+        if output_dir and submit_dir and not output_dir.startswith("/"):
+            logs = pull(session, places.workdir, Path(str(submit_dir)), (output_dir,))
+            fetched += len(logs.fetched or [])
+    if report.skipped_large:
+        log.warning("left on %s (over the size fetched): %s", places.login.target, ", ".join(report.skipped_large[:10]))
+    return fetched
+
+
+_EXIT_LINE = re.compile(r"points/([0-9a-f]{1,64})/" + re.escape(EXIT_FILE_PREFIX) + r"([0-9a-f]{1,64}):(-?[0-9]{1,4})")
+
+
+def remote_exit_reader(places: RemotePlaces) -> Callable[[Path, str], int | None]:
+    """``read_exit`` for a packed sweep on a login node: every point's exit files there, read in one session.
+
+    The session runs at the first question (a poll whose packed tasks have not started asks none).
+    """
+    found: dict[tuple[str, str], int] | None = None
+
+    def exit_of(run_dir: Path, token: str) -> int | None:
+        nonlocal found
+        if found is None:
+            found = _exit_codes(places)
+        return found.get((run_dir.name, token))
+
+    return exit_of
+
+
+def _exit_codes(places: RemotePlaces) -> dict[tuple[str, str], int]:
+    script = (f"{{\ncd -- {shell_word(places.folder)} 2>/dev/null || exit 0\n"
+              f"[ -d points ] && [ ! -L points ] || exit 0\n"
+              f"find points -mindepth 2 -maxdepth 2 -type f -name {shell_word(EXIT_FILE_PREFIX + '*')} -size -1024c "
+              "-print0 | xargs -0 -r grep -H -m1 -s '' --\nexit 0\n}\n")
+    with transport.scope(), output_limits(None):
+        session = transport.use(places.login)
+        out = session.run_script(script, shown=["grep", "-r", EXIT_FILE_PREFIX, places.folder]).stdout
+    codes = {}
+    for line in out.splitlines():
+        m = _EXIT_LINE.fullmatch(line.strip())
+        if m:
+            codes[(m.group(1), m.group(2))] = int(m.group(3))
+    return codes
+
+
+__all__ = ["JOB_OUTPUTS", "fetch_outputs", "recorded_places", "remote_exit_reader", "use_recorded"]

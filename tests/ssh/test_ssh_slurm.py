@@ -1,0 +1,171 @@
+"""A sweep "from a laptop": every command over SSH to the Slurm testbed's login user, nothing run here.
+
+The laptop is this machine with its scheduler commands shadowed by ones that fail (:func:`laptop_path`);
+the login node is the SSH testbed's user ``hpcssh``, whose jobs the real Slurm testbed runs. The ledger
+stays in the laptop's folder; the run folders come back with ``hpcjobs results``, ``logs`` and
+``load_sweep``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from ssh.real_ssh import (
+    LOGIN_USER,
+    ROOT,
+    SLURM_OVER_SSH,
+    SSH_CONFIG,
+    cut_connection_trials,
+    hpcjobs_cli,
+    laptop_path,
+    remote,
+    remote_site,
+)
+
+pytestmark = pytest.mark.ssh
+
+BASE_SITE = ROOT / "tests" / "sites" / "hpctest.yaml"
+HOSTILE = "$(touch /tmp/hpcjobs-ssh-hostile-ran)`touch /tmp/hpcjobs-ssh-hostile-ran`'\"; touch x"
+
+EXPERIMENT = """\
+name: {name}
+resources: {{cpus_per_task: 1, memory: 100M, walltime: 5m}}
+command: |
+  printf '{{"acc": %s, "tag": "%s"}}\\n' "$acc" "$tag" > "$HPCJOBS_RUN_DIR/metrics.json"
+  echo "acc=$acc on $(hostname) as $(id -un)"
+results:
+  - {{file: metrics.json}}
+sweep:
+  zip: {{acc: [0.5, 0.75, 0.25], tag: [plain, {hostile}, "caf\\u00e9"]}}
+"""
+
+
+@pytest.fixture(scope="module")
+def login_node() -> None:
+    SLURM_OVER_SSH.require()
+
+
+@pytest.fixture
+def laptop(tmp_path: Path, login_node: None, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder on the "laptop", with no scheduler command on PATH (in this process and the CLI's)."""
+    folder = tmp_path / "laptop"
+    folder.mkdir()
+    monkeypatch.setenv("PATH", laptop_path(tmp_path))
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def wait_finished(sweep: str, cwd: Path, timeout: float = 240) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        out = hpcjobs_cli(["status", sweep, "--json"], cwd=cwd, env={})
+        assert out.returncode == 0, out.stderr
+        status = json.loads(out.stdout)
+        if status["total"] and status["finished"] == status["total"]:
+            return status
+        assert time.monotonic() < deadline, f"sweep {sweep} not finished after {timeout} s: {status['counts']}"
+        time.sleep(2)
+
+
+def test_a_sweep_from_the_laptop_runs_there_and_its_results_come_back(laptop: Path) -> None:
+    site, workdir = remote_site(laptop.parent, BASE_SITE, name="laptop-slurm")
+    (laptop / "exp.yaml").write_text(EXPERIMENT.format(name="from-laptop", hostile=json.dumps(HOSTILE)))
+    remote(["rm", "-f", "/tmp/hpcjobs-ssh-hostile-ran"], check=False)
+
+    sub = hpcjobs_cli(["sweep", "exp.yaml", "--site", str(site), "--json"], cwd=laptop, env={})
+    assert sub.returncode == 0, sub.stderr
+    report = json.loads(sub.stdout)
+    sweep = report["sweep_id"]
+    assert report["points_submitted"] == 3, report
+    again = hpcjobs_cli(["sweep", "exp.yaml", "--site", str(site), "--json"], cwd=laptop, env={})
+    assert again.returncode == 0 and json.loads(again.stdout)["points_submitted"] == 0, again.stderr
+
+    status = wait_finished(sweep, laptop)
+    assert status["counts"] == {"COMPLETED": 3}, status
+
+    # the ledger is here; the run folders are there until asked for
+    ledger_folder = laptop / "hpcjobs-sweeps" / sweep
+    assert (ledger_folder / "ledger.sqlite").is_file()
+    assert not (ledger_folder / "points").exists()
+    listing = remote(["find", workdir, "-name", "metrics.json"]).stdout.split()
+    assert len(listing) == 3, listing
+
+    res = hpcjobs_cli(["results", sweep, "--json", "--sort", "acc"], cwd=laptop, env={})
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert [r["acc"] for r in rows] == [0.25, 0.5, 0.75]
+    assert {r["tag"] for r in rows} == {"plain", HOSTILE, "caf\u00e9"}
+    assert all(r["state"] == "COMPLETED" for r in rows)
+
+    logs = hpcjobs_cli(["logs", sweep, "--index", "0"], cwd=laptop, env={})
+    assert logs.returncode == 0, logs.stderr
+    assert f"as {LOGIN_USER}" in logs.stdout
+
+    from hpcjobs.analysis import load_sweep
+
+    frame = load_sweep(sweep)
+    assert sorted(frame["acc"].tolist()) == [0.25, 0.5, 0.75]
+    assert str(frame["acc"].dtype) == "Float64"
+    # the hostile value stayed data on the login node too
+    assert remote(["test", "-e", "/tmp/hpcjobs-ssh-hostile-ran"], check=False).returncode == 1
+    assert remote(["test", "-e", f"{workdir}/x"], check=False).returncode == 1
+
+
+def test_a_changed_host_key_stops_before_anything_is_sent(laptop: Path) -> None:
+    client = laptop.parent / "client"
+    shutil.copytree(SSH_CONFIG.parent, client)
+    config = (client / "ssh_config").read_text().replace(str(SSH_CONFIG.parent), str(client))
+    (client / "ssh_config").write_text(config)
+    known = (client / "known_hosts").read_text().split()
+    other = laptop.parent / "other_key"
+    os.system(f"ssh-keygen -q -t ed25519 -N '' -f {other}")
+    known_line = f"{known[0]} {' '.join(other.with_suffix('.pub').read_text().split()[:2])}\n"
+    (client / "known_hosts").write_text(known_line)
+    site, workdir = remote_site(laptop.parent, BASE_SITE, name="laptop-badkey")
+    text = site.read_text().replace(str(SSH_CONFIG), str(client / "ssh_config"))
+    site.write_text(text)
+    (laptop / "exp.yaml").write_text(EXPERIMENT.format(name="bad-key", hostile='"x"'))
+
+    sub = hpcjobs_cli(["sweep", "exp.yaml", "--site", str(site)], cwd=laptop, env={})
+    assert sub.returncode == 1, sub.stdout + sub.stderr
+    assert "REMOTE HOST IDENTIFICATION HAS CHANGED" in sub.stderr or "Host key verification failed" in sub.stderr
+    assert not (laptop / "hpcjobs-sweeps").exists() or not any((laptop / "hpcjobs-sweeps").rglob("ledger.sqlite"))
+    assert remote(["test", "-e", workdir], check=False).returncode == 1
+
+
+#: Jobs that wait two hours to start: every task stays in the queue to be counted.
+HELD = {"directives": ["--begin=now+2hours"]}
+
+
+def tagged_tasks(sweep: str) -> dict[str, int]:
+    """Array tasks per submission token in the queue for ``sweep``: the scheduler's own count (``squeue -r``)."""
+    out = remote(["squeue", "--noheader", "-r", "-u", LOGIN_USER, "--format=%i|%k"]).stdout
+    tasks: dict[str, int] = {}
+    for line in out.splitlines():
+        _job, _, comment = line.partition("|")
+        parts = comment.strip().split(":")
+        if len(parts) == 4 and parts[0] == "hpcjobs" and parts[1] == sweep:
+            tasks[parts[3]] = tasks.get(parts[3], 0) + 1
+    return tasks
+
+
+def test_a_connection_killed_during_submission_never_duplicates_or_loses_a_point(laptop: Path) -> None:
+    """20 trials: the master killed before, during or after a session, or the sshd serving it."""
+    cut_connection_trials(laptop, BASE_SITE, trials=20, held=HELD, tasks_of=tagged_tasks, name="cut")
+
+
+def test_a_packed_sweep_from_the_laptop_takes_each_points_exit_status_there(laptop: Path) -> None:
+    """Packed points (several a task) end by the exit files they write on the login node, read in one session."""
+    site, _workdir = remote_site(laptop.parent, BASE_SITE, name="laptop-packed")
+    (laptop / "exp.yaml").write_text("name: packed-laptop\nresources: {walltime: 5m}\n"
+                                     "command: test \"$x\" != 3\npack: {sequential: 3}\n"
+                                     "sweep:\n  grid: {x: [1, 2, 3, 4, 5, 6]}\n")
+    sub = hpcjobs_cli(["sweep", "exp.yaml", "--site", str(site), "--json"], cwd=laptop, env={})
+    assert sub.returncode == 0, sub.stderr
+    status = wait_finished(json.loads(sub.stdout)["sweep_id"], laptop)
+    assert status["counts"] == {"COMPLETED": 5, "FAILED": 1}, status
