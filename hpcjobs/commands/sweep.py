@@ -50,12 +50,15 @@ def _progress_bar(label: str) -> Any:
 @click.option("--new", "new", is_flag=True, help="Start another sweep, even if one of this name or content exists.")
 @click.option("--refresh-site", is_flag=True,
               help="Discover this machine's cluster again (when no site file describes it) instead of the cached site.")
+@click.option("--remote", metavar="[USER@]HOST[:PORT]", envvar="HPCJOBS_REMOTE",
+              help="Submit through this login node over SSH (your ssh, its config and keys; the ledger stays "
+              "here). Default: the site's remote:, else $HPCJOBS_REMOTE.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
 def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overrides: tuple[str, ...],
           throttle: int | None, root: str | None, dry_run: bool, show_script: bool, detach: bool, workers: int | None,
           force: bool, new: bool, refresh_site: bool, as_json: bool, partition: str | None = None,
-          after: tuple[str, ...] = ()) -> None:
+          after: tuple[str, ...] = (), remote: str | None = None) -> None:
     """Submit (or resume) the parameter sweep of EXPERIMENT.
 
     Hydra-style PARAM=V1,V2 arguments add a grid to the file's sweep. Running the same command
@@ -88,7 +91,8 @@ def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overri
     try:
         prepared, report = run_sweep(experiment, site=site, overrides=overrides, sweep_args=sweep_args, root=root,
                                      throttle=throttle, dry_run=dry_run, force=force, new=new, detach=detach,
-                                     workers=workers, progress=progress, refresh_site=refresh_site, after=after)
+                                     workers=workers, progress=progress, refresh_site=refresh_site, after=after,
+                                     remote=remote)
     finally:
         if bar is not None:
             bar.stop()

@@ -51,6 +51,7 @@ def run_sweep(
     client: SchedulerClient | None = None,
     refresh_site: bool = False,
     after: Sequence[str] = (),
+    remote: str | None = None,
 ) -> tuple[PreparedSweep, SubmitReport]:
     """Plan (or resume) a sweep and submit its pending points; on the ``local`` site, run them.
 
@@ -67,21 +68,24 @@ def run_sweep(
 
     ``after`` holds ``--after`` upstreams (``REF`` or ``ok:``/``any:``/``done:REF``); with the experiment's
     ``after:`` and those its ledger recorded, every chunk waits for them (:mod:`hpcjobs.sweep.pipeline`).
+
+    ``remote`` (``[USER@]HOST[:PORT]``) submits through that login node over SSH, as a site's ``remote:``
+    does (:mod:`hpcjobs.transport`): the ledger stays here, the jobs' files go there.
     """
     with transport.scope():  # a site's login node (`remote:`): one SSH connection for the whole call
         return _run_sweep(path, site=site, overrides=overrides, sweep_args=sweep_args, root=root, throttle=throttle,
                           dry_run=dry_run, force=force, new=new, detach=detach, workers=workers, progress=progress,
-                          client=client, refresh_site=refresh_site, after=after)
+                          client=client, refresh_site=refresh_site, after=after, remote=remote)
 
 
 def _run_sweep(path: str | Path, *, site: str | None, overrides: Sequence[str], sweep_args: Sequence[str],
                root: str | Path | None, throttle: int | None, dry_run: bool, force: bool, new: bool, detach: bool,
                workers: int | None, progress: Progress | None, client: SchedulerClient | None, refresh_site: bool,
-               after: Sequence[str]) -> tuple[PreparedSweep, SubmitReport]:
+               after: Sequence[str], remote: str | None) -> tuple[PreparedSweep, SubmitReport]:
     from hpcjobs.sweep.request import SweepRequest, resolve_sweep_request
 
     resolved = resolve_sweep_request(SweepRequest(path, site, overrides, sweep_args, root, refresh_site, after, new,
-                                                  force), client)
+                                                  force, remote), client)
     prepared, c = resolved.prepared, resolved.client
     if dry_run:  # what the submission below would do, resolved by the same call; nothing written or submitted
         if resolved.upstreams is None:

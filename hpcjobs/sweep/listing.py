@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcjobs import states
+from hpcjobs import states, transport
 from hpcjobs.errors import HpcJobsError, LedgerError
 from hpcjobs.schedulers.base import job_key_of
 from hpcjobs.schedulers.client import SchedulerClient
@@ -25,6 +25,8 @@ from hpcjobs.schedulers.registry import capabilities_of
 from hpcjobs.schedulers.status_table import StatusTable
 from hpcjobs.sweep.identity import SweepRoot, find_sweep_root, sweep_folders
 from hpcjobs.sweep.ledger.store import Ledger
+from hpcjobs.sweep.remote import recorded_places
+from hpcjobs.transport.login import RemoteLogin
 
 log = logging.getLogger("hpcjobs.sweep")
 
@@ -73,6 +75,11 @@ def _live_ids(ledger: Ledger) -> list[str]:
     return [s.job_id for s in ledger.live_submissions(with_unseated=False) if s.job_id]
 
 
+def _group_key(family: str, login: RemoteLogin | None) -> str:
+    """The sweeps polled together: one scheduler family, here or on one login node (``slurm@login``)."""
+    return family if login is None else f"{family}@{login.target}"
+
+
 def list_sweeps(root: str | Path | None = None, *, poll: bool = False,
                 client_for: Callable[[str], SchedulerClient] | None = None) -> SweepListing:
     """Every sweep under the sweep root, oldest first; with ``poll``, their live jobs asked of the
@@ -88,11 +95,14 @@ def list_sweeps(root: str | Path | None = None, *, poll: bool = False,
     folders = [where.path / name for name in sweep_folders(where.path)]
     live: dict[Path, list[str]] = {}
     schedulers: dict[Path, str] = {}
+    logins: dict[Path, RemoteLogin | None] = {}
     if poll:
         for d in folders:
             try:
                 with Ledger.open(d, allow_read_only=True) as ledger:
+                    places = recorded_places(ledger.meta)  # a sweep on a login node is polled there
                     schedulers[d] = ledger.meta.scheduler
+                    logins[d] = places.login if places is not None else None
                     if not capabilities_of(schedulers[d]).runs_here:
                         live[d] = _live_ids(ledger)
             except LedgerError:
@@ -101,25 +111,29 @@ def list_sweeps(root: str | Path | None = None, *, poll: bool = False,
     errors: dict[str, str] = {}
     records_by: dict[str, StatusTable] = {}
     clients: dict[str, SchedulerClient] = {}
-    for family in sorted({schedulers[d] for d in live if live[d]}):
-        ids = sorted({j for d, js in live.items() if schedulers[d] == family for j in js})
+    groups = {(schedulers[d], logins.get(d)) for d in live if live[d]}
+    for family, login in sorted(groups, key=lambda g: (g[0], g[1].target if g[1] else "")):
+        key = _group_key(family, login)
+        ids = sorted({j for d, js in live.items() if (schedulers[d], logins.get(d)) == (family, login) for j in js})
         if client_for is None:
             from hpcjobs.schedulers.client import client_for as default_client_for
 
             client_for = default_client_for
-        client = clients[family] = client_for(family)
+        client = clients[key] = client_for(family)
         try:
-            records_by[family] = client.status_table(ids)
+            with transport.scope():  # one batched call per scheduler and login node
+                transport.use(login)
+                records_by[key] = client.status_table(ids)
             listing.scheduler_calls += 1
-            polled_at[family] = time.time()
+            polled_at[key] = time.time()
         except HpcJobsError as exc:
-            errors[family] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            log.warning("could not ask %s for the sweeps' jobs: %s", family, errors[family])
+            errors[key] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            log.warning("could not ask %s for the sweeps' jobs: %s", key, errors[key])
     for d in folders:
         try:
             with Ledger.open(d, allow_read_only=True) as ledger:
                 meta = ledger.meta
-                family = meta.scheduler
+                family = _group_key(meta.scheduler, logins.get(d))
                 polled = family in polled_at and d in live
                 if polled and live[d] and not ledger.read_only:
                     ledger.apply_status(records_by[family], job_key=job_key_of(clients[family].backend))

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hpcjobs import transport
-from hpcjobs.errors import ConfigError
+from hpcjobs.config.site import SiteRemote
+from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.schedulers.base import JobDependency
 from hpcjobs.schedulers.client import SchedulerClient, client_for
 from hpcjobs.schedulers.registry import capabilities_of
@@ -27,7 +28,7 @@ from hpcjobs.sweep.ledger.schema import PLANNED
 from hpcjobs.sweep.ledger.store import LEDGER_FILE, Ledger, UpstreamRecord
 from hpcjobs.sweep.pipeline import UpstreamSpec, parse_after_option, settle_upstreams
 from hpcjobs.sweep.prepare import PreparedSweep, prepare_sweep
-from hpcjobs.transport.login import RemoteLogin
+from hpcjobs.transport.login import RemoteLogin, parse_remote_option
 
 #: What a submission waits for (the dependencies) and what its ledger keeps of it (the records).
 Upstreams = tuple[tuple[JobDependency, ...], list[UpstreamRecord]]
@@ -47,6 +48,8 @@ class SweepRequest:
         after: ``--after`` upstreams as given (``REF``, ``ok:REF``, ``any:REF``, ``done:REF``).
         new: Start another sweep even if one of this name or content exists.
         force: Continue the newest sweep of this name although its content changed.
+        remote: ``--remote [USER@]HOST[:PORT]``: reach the site's scheduler through this login node over SSH
+            (instead of, or over, the site's ``remote:``).
     """
 
     path: str | Path
@@ -58,6 +61,7 @@ class SweepRequest:
     after: Sequence[str] = ()
     new: bool = False
     force: bool = False
+    remote: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,7 @@ def resolve_sweep_request(request: SweepRequest, client: SchedulerClient | None 
     prepared = settle_identity(prepared, overrides=request.overrides, sweep_args=request.sweep_args,
                                new=request.new, force=request.force)
     runs_here = capabilities_of(prepared.site.scheduler).runs_here
-    prepared = over_login_node(prepared)
+    prepared = over_login_node(prepared, request.remote)
     c = None if runs_here else (client or client_for(prepared.site.scheduler))
     upstreams = None
     if not (prepared.folder / LEDGER_FILE).is_file():  # a new sweep: a missing upstream stops it unwritten
@@ -134,10 +138,12 @@ def resolve_sweep_request(request: SweepRequest, client: SchedulerClient | None 
     return ResolvedSweep(prepared, c, cli_after, upstreams)
 
 
-def over_login_node(prepared: PreparedSweep) -> PreparedSweep:
+def over_login_node(prepared: PreparedSweep, remote_option: str | None = None) -> PreparedSweep:
     """``prepared`` with its places on the login node its site names (``remote:``), this scope's commands sent there.
 
-    Called inside a :func:`hpcjobs.transport.scope`; a site without ``remote:`` is returned as it is.
+    ``remote_option`` (``--remote [USER@]HOST[:PORT]``) names the login node instead; the site's ``remote:``
+    settings other than those still apply. Called inside a :func:`hpcjobs.transport.scope`; without either,
+    ``prepared`` is returned as it is.
 
     Raises:
         ConfigError: The site's scheduler is not reached through a login node (its jobs are services of a
@@ -145,15 +151,37 @@ def over_login_node(prepared: PreparedSweep) -> PreparedSweep:
         RemoteConnectionError: ssh could not log in.
     """
     remote = prepared.site.remote
+    if remote_option:
+        given = parse_remote_option(remote_option)
+        base = remote.model_dump() if remote is not None else {}
+        remote = SiteRemote.model_validate({**base, "host": given.host,
+                                            **({"user": given.user} if given.user else {}),
+                                            **({"port": given.port} if given.port else {})})
     if remote is None:
         return prepared
     caps = capabilities_of(prepared.site.scheduler)
     if caps.services or caps.runs_here:
         raise ConfigError(f"site {prepared.site.name!r}: `remote:` is for schedulers submitted to from a login node; "
                           f"{prepared.site.scheduler} is reached through its own client's context instead")
+    from_env = sorted(name for name, secret in prepared.experiment.secrets.items() if secret.env is not None)
+    if from_env:
+        raise ConfigError(ConfigProblem(
+            f"secrets {', '.join(from_env)} are taken from the submitter's environment (`env:`), and over SSH the "
+            f"submitter is the login node's shell, not this machine: put each value in a file on the login node "
+            f"(chmod 600) and name it with `file:` (read by the job when it starts; never sent by hpcjobs)",
+            file=str(prepared.experiment_path), line=_line_of(prepared.experiment_text, "secrets:"),
+            key="secrets", expected="secrets: {NAME: {file: ~/.NAME}} on a site with remote:"))
     login = RemoteLogin(host=remote.host, user=remote.user, port=remote.port, workdir=remote.workdir,
                         ssh_config=remote.ssh_config, options=tuple(remote.options), ssh=remote.ssh)
     return replace(prepared, remote=transport.places_for(login, prepared.sweep_id, prepared.folder))
+
+
+def _line_of(text: str, start: str) -> int | None:
+    """The 1-based number of the first line of ``text`` that starts with ``start`` (a top-level key)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith(start):
+            return number
+    return None
 
 
 __all__ = ["ResolvedSweep", "SweepRequest", "Upstreams", "over_login_node", "resolve_sweep_request"]

@@ -25,7 +25,7 @@ from typing import Any
 
 from hpcjobs import process
 from hpcjobs.errors import ConfigError
-from hpcjobs.transport.login import RemoteLogin, parse_remote_option
+from hpcjobs.transport.login import RemoteLogin
 
 #: The folder under a remote workdir that holds sweep folders (as ``hpcjobs-sweeps/`` here).
 REMOTE_SWEEPS = "hpcjobs-sweeps"
@@ -146,11 +146,5 @@ def places_for(login: RemoteLogin, sweep_id: str, local_folder: str | os.PathLik
     return RemotePlaces(login, workdir, f"{workdir}/{REMOTE_SWEEPS}/{sweep_id}.{suffix}", ssh.user())
 
 
-def login_from_environment() -> RemoteLogin | None:
-    """``$HPCJOBS_REMOTE`` (``[USER@]HOST[:PORT]``, as ``--remote``), or ``None``."""
-    text = os.environ.get("HPCJOBS_REMOTE", "").strip()
-    return parse_remote_option(text) if text else None
-
-
-__all__ = ["REMOTE_SWEEPS", "RemoteLogin", "RemotePlaces", "login_from_environment", "places_for", "scope",
+__all__ = ["REMOTE_SWEEPS", "RemoteLogin", "RemotePlaces", "places_for", "scope",
            "session", "use"]

@@ -109,7 +109,9 @@ def parse_remote_option(text: str, *, workdir: str | None = None) -> RemoteLogin
     Raises:
         ConfigError: Not of that form.
     """
-    user, _, rest = text.rpartition("@")
+    user, at, rest = text.rpartition("@")
+    if at and not user:
+        raise ConfigError(f"--remote {text!r}: a login name must come before '@'")
     host, port = rest, None
     if rest.count(":") == 1:  # an IPv6 address has several colons and takes no port here
         host, _, port_text = rest.partition(":")

@@ -169,3 +169,29 @@ def test_a_packed_sweep_from_the_laptop_takes_each_points_exit_status_there(lapt
     assert sub.returncode == 0, sub.stderr
     status = wait_finished(json.loads(sub.stdout)["sweep_id"], laptop)
     assert status["counts"] == {"COMPLETED": 5, "FAILED": 1}, status
+
+
+def test_the_remote_option_names_the_login_node(laptop: Path) -> None:
+    """``--remote HOST`` over a site whose remote: names another host: the option's host is the one reached."""
+    site, _workdir = remote_site(laptop.parent, BASE_SITE, name="laptop-option")
+    site.write_text(site.read_text().replace("host: hpcjobs-ssh-testbed", "host: login.invalid"))
+    (laptop / "exp.yaml").write_text(EXPERIMENT.format(name="option", hostile='"x"'))
+    dry = hpcjobs_cli(["sweep", "exp.yaml", "--site", str(site), "--dry-run", "--show-script"], cwd=laptop,
+                      env={"HPCJOBS_REMOTE": "hpcjobs-ssh-testbed"})
+    assert dry.returncode == 0, dry.stderr
+    assert f"HPCJOBS_SWEEP_DIR=/home/{LOGIN_USER}/hpcjobs-tests/" in dry.stdout
+    bad = hpcjobs_cli(["sweep", "exp.yaml", "--site", str(site), "--dry-run", "--remote", "-oProxyCommand=x"],
+                      cwd=laptop, env={})
+    assert bad.returncode == 2 and "host" in bad.stderr
+
+
+def test_ls_polls_a_laptops_sweep_on_its_login_node(laptop: Path) -> None:
+    site, _workdir = remote_site(laptop.parent, BASE_SITE, name="laptop-ls")
+    (laptop / "exp.yaml").write_text(EXPERIMENT.format(name="ls-laptop", hostile='"x"'))
+    sub = hpcjobs_cli(["sweep", "exp.yaml", "--site", str(site), "--json"], cwd=laptop, env={})
+    assert sub.returncode == 0, sub.stderr
+    listing = hpcjobs_cli(["ls", "--json"], cwd=laptop, env={})
+    assert listing.returncode == 0 and "ran on the laptop" not in listing.stdout + listing.stderr, listing.stderr
+    summary = json.loads(listing.stdout)
+    assert "could not ask" not in listing.stderr, listing.stderr
+    assert summary, listing.stdout

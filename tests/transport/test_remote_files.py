@@ -172,3 +172,57 @@ def test_a_script_that_never_ran_is_no_success(tmp_path: Path) -> None:
     assert caught.value.returncode is None  # ambiguous for the submitter: look the tag up, never resubmit blindly
     with pytest.raises(RemoteConnectionError):
         push(session, tmp_path, "/nowhere", skip=never, sent={}, also_make=["/nowhere"])
+
+
+def test_a_secret_from_the_submitters_environment_is_refused_over_ssh(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over SSH the submitter's environment is the login node's shell: an `env:` secret is refused before any
+    connection, with where and what to write instead (exit 2 in the CLI)."""
+    from hpcjobs.errors import ConfigError
+    from hpcjobs.sweep.api import run_sweep
+
+    site = tmp_path / "remote.yaml"
+    site.write_text("name: far\nscheduler: slurm\nremote: {host: login.invalid}\n"
+                    "partitions: {debug: {max_walltime: '01:00:00'}}\ndefault_partition: debug\n")
+    exp = tmp_path / "exp.yaml"
+    exp.write_text("name: s\ncommand: echo hi\nsecrets:\n  TOKEN: {env: TOKEN}\nsweep:\n  grid: {x: [1, 2]}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("hpcjobs.transport.places_for", lambda *a: pytest.fail("connected"))
+    with pytest.raises(ConfigError) as caught:
+        run_sweep(exp, site=str(site))
+    text = str(caught.value)
+    assert "exp.yaml:3" in text and "file:" in text and "TOKEN" in text
+    assert not (tmp_path / "hpcjobs-sweeps").exists()
+
+
+def test_a_remote_block_that_could_become_an_ssh_option_is_refused_at_load(tmp_path: Path) -> None:
+    from hpcjobs.config.sites import load_site_file
+    from hpcjobs.errors import ConfigError
+
+    for bad in ("host: -oProxyCommand=touch x", "host: a b", "{host: ok, user: '-l'}", "{host: ok, port: 70000}",
+                "{host: ok, options: ['ProxyCommand\\nx']}"):
+        site = tmp_path / "s.yaml"
+        body = bad if bad.startswith("{") else "{" + bad + "}"
+        site.write_text(f"name: far\nscheduler: slurm\nremote: {body}\n")
+        with pytest.raises(ConfigError) as caught:
+            load_site_file(site)
+        assert "remote" in str(caught.value), bad
+
+
+@pytest.mark.parametrize(("text", "user", "host", "port"), [
+    ("login.example.org", None, "login.example.org", None), ("me@login", "me", "login", None),
+    ("me@10.0.0.1:2222", "me", "10.0.0.1", 2222), ("fe80::1", None, "fe80::1", None)])
+def test_the_remote_option(text: str, user: str | None, host: str, port: int | None) -> None:
+    from hpcjobs.transport.login import parse_remote_option
+
+    login = parse_remote_option(text)
+    assert (login.user, login.host, login.port) == (user, host, port)
+
+
+@pytest.mark.parametrize("text", ["-oProxyCommand=x", "me@", "a@b:port", "a@b:99999", "a b", "@host", "h\u0665:22"])
+def test_a_remote_option_that_is_no_login_is_refused(text: str) -> None:
+    from hpcjobs.errors import ConfigError
+    from hpcjobs.transport.login import parse_remote_option
+
+    with pytest.raises(ConfigError):
+        parse_remote_option(text)
