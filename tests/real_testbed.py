@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -80,3 +81,34 @@ def wait_for(what: str, check: Callable[[], T], timeout: float = 120.0, every: f
         if time.monotonic() >= deadline:
             raise AssertionError(f"{what}: not after {timeout:.0f} s")
         time.sleep(every)
+
+
+#: The lock a test that stages a Slurm testbed outage (accounting down, MinJobAge lowered) holds exclusively,
+#: and a test in another pytest process that needs the Slurm testbed whole holds shared (``scripts/test.sh``
+#: runs the SSH tests beside the Slurm tests).
+SLURM_STAGING_LOCK = "/tmp/hpcjobs-slurm-staging.lock"
+
+
+_held: list[int] = []  # this process's descriptor of the lock, while held (flock is per open file)
+
+
+@contextmanager
+def slurm_staging(*, exclusive: bool) -> Iterator[None]:
+    """Hold :data:`SLURM_STAGING_LOCK`: exclusive while staging an outage, shared while needing none.
+
+    Nested uses in one process (an outage inside a lowered MinJobAge) hold it once.
+    """
+    import fcntl
+
+    if _held:
+        yield
+        return
+    fd = os.open(SLURM_STAGING_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        _held.append(fd)
+        yield
+    finally:
+        if fd in _held:
+            _held.remove(fd)
+        os.close(fd)

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from real_testbed import in_ci, wait_for
+from real_testbed import in_ci, slurm_staging, wait_for
 
 from hpcjobs.process import run_command
 from tests.integration.test_sweep_slurm import SMALL, _assert_exactly_once, _experiment, _wait_done
@@ -53,21 +53,23 @@ def _testbed(*args: str) -> None:
 @contextmanager
 def fast_purge() -> Iterator[None]:
     """Finished jobs leave slurmctld's memory (and squeue) within seconds while inside."""
-    _testbed("min-job-age", "2")
-    try:
-        yield
-    finally:
-        _testbed("min-job-age", "default")
+    with slurm_staging(exclusive=True):  # the SSH tests in another process wait meanwhile
+        _testbed("min-job-age", "2")
+        try:
+            yield
+        finally:
+            _testbed("min-job-age", "default")
 
 
 @contextmanager
 def accounting_down() -> Iterator[None]:
     """slurmdbd stopped while inside: every sacct fails; slurmctld keeps the records for later."""
-    _testbed("accounting", "stop")
-    try:
-        yield
-    finally:
-        _testbed("accounting", "start")
+    with slurm_staging(exclusive=True):  # the SSH tests in another process wait meanwhile
+        _testbed("accounting", "stop")
+        try:
+            yield
+        finally:
+            _testbed("accounting", "start")
 
 
 def _tagged_in_queue(sweep_id: str) -> set[str]:

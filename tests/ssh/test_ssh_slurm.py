@@ -12,9 +12,11 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from real_testbed import slurm_staging
 from ssh.real_ssh import (
     LOGIN_USER,
     ROOT,
@@ -45,14 +47,19 @@ sweep:
 """
 
 
-@pytest.fixture(scope="module")
-def login_node() -> None:
-    SLURM_OVER_SSH.require()
-
-
 @pytest.fixture
-def laptop(tmp_path: Path, login_node: None, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A folder on the "laptop", with no scheduler command on PATH (in this process and the CLI's)."""
+def laptop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder on the "laptop", with no scheduler command on PATH (in this process and the CLI's).
+
+    Held with the Slurm testbed whole: a test of the Slurm suite (another pytest process) that stages an
+    accounting outage waits for it, and it for that test (:func:`real_testbed.slurm_staging`).
+    """
+    with slurm_staging(exclusive=False):
+        SLURM_OVER_SSH.require()
+        yield _laptop(tmp_path, monkeypatch)
+
+
+def _laptop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "laptop"
     folder.mkdir()
     monkeypatch.setenv("PATH", laptop_path(tmp_path))

@@ -226,3 +226,36 @@ def test_a_remote_option_that_is_no_login_is_refused(text: str) -> None:
 
     with pytest.raises(ConfigError):
         parse_remote_option(text)
+
+
+def test_a_remote_block_on_a_site_of_services_is_refused_before_any_connection(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Swarm and Kubernetes are reached through their own clients' contexts, not a login node."""
+    import dataclasses
+
+    from hpcjobs.config.site import SiteRemote
+    from hpcjobs.errors import ConfigError
+    from hpcjobs.sweep.request import over_login_node
+
+    monkeypatch.setattr("hpcjobs.transport.places_for", lambda *a: pytest.fail("connected"))
+
+    class Prepared:  # what over_login_node reads of a prepared sweep
+        site = dataclasses.make_dataclass("S", [("name", str), ("scheduler", str), ("remote", object)])(
+            "k8s", "kubernetes", SiteRemote(host="login.example.org"))
+
+    with pytest.raises(ConfigError, match="remote:"):
+        over_login_node(Prepared())  # type: ignore[arg-type]
+
+
+def test_the_recorded_places_read_back_as_written() -> None:
+    from hpcjobs.transport import RemotePlaces
+
+    places = RemotePlaces(RemoteLogin(host="login", user="me", port=2200, options=("ProxyJump=bastion",)),
+                          "/home/me/hpcjobs", "/home/me/hpcjobs/hpcjobs-sweeps/s.0123456789ab", "me")
+    assert RemotePlaces.from_dict(places.as_dict()) == places
+    from hpcjobs.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        RemotePlaces.from_dict({"host": "login"})
+    with pytest.raises(ConfigError):
+        RemotePlaces.from_dict({**places.as_dict(), "host": "-oProxyCommand=x"})
