@@ -366,10 +366,14 @@ def render(experiment: str, site: str | None, overrides: tuple[str, ...], output
 @click.option("--after", "after", multiple=True, metavar="[WHEN:]SWEEP|JOB",
               help="Wait for this sweep or job (id, name, experiment file) to end: WHEN ok (default: it succeeded), "
               "any or done (any ending). Repeatable.")
+@click.option("--remote", metavar="[USER@]HOST[:PORT]", envvar="HPCJOBS_REMOTE",
+              help="Submit through this login node over SSH (your ssh, its config and keys; the ledger stays "
+              "here). Default: the site's remote:, else $HPCJOBS_REMOTE.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
 def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refresh_site: bool, new: bool,
-           root: str | None, as_json: bool, partition: str | None = None, after: tuple[str, ...] = ()) -> None:
+           root: str | None, as_json: bool, partition: str | None = None, after: tuple[str, ...] = (),
+           remote: str | None = None) -> None:
     """Check, render and submit EXPERIMENT as one job (its parameter sweep is `hpcjobs sweep`).
 
     The same request (the experiment's content, --set overrides, site and this folder) is submitted
@@ -385,7 +389,7 @@ def submit(experiment: str, site: str | None, overrides: tuple[str, ...], refres
         if chosen:
             echo(chosen, err=True)
     sub = submit_single(experiment, site=site, overrides=overrides, refresh_site=refresh_site, root=root, new=new,
-                        after=after)
+                        after=after, remote=remote)
     if as_json:
         echo_json({"job_id": sub.job_id, "script": str(sub.script), "tag": sub.tag.render(),
                    "site": sub.site, "scheduler": sub.scheduler,

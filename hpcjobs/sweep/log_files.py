@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hpcjobs import states
+from hpcjobs import states, transport
 from hpcjobs.config.results import read_results_spec
 from hpcjobs.errors import ConfigError, ConfigProblem, HpcJobsError
 from hpcjobs.schedulers.registry import capabilities_of
@@ -29,7 +29,7 @@ from hpcjobs.sweep.logs import (
     scheduler_log_stem,
     single_job_log_paths,
 )
-from hpcjobs.sweep.remote import fetch_outputs
+from hpcjobs.sweep.remote import fetch_outputs, use_recorded
 from hpcjobs.sweep.singles_read import job_ids_match, settle_exit_code
 
 
@@ -80,18 +80,20 @@ def sweep_logs(sweep: str | Path, *, root: str | Path | None = None, point: str 
 
         check_id_argument(point, what="point", key="point")
     wanted = {s.upper() for s in only_states} | (set(states.FAILURE_STATES) if failed else set())
-    with Ledger.open(folder, allow_read_only=True) as ledger:
-        fetch_outputs(folder, ledger.meta)  # a sweep on a login node: its new run folders and logs come here first
-    with Ledger.open(folder, allow_read_only=True) as ledger:
-        single = ledger.meta.extra.get("kind") == "job"
-    if poll and wanted:
-        sweep_status(folder)
-    elif poll and single:  # the header shows the job's current state: one call while it is live
-        try:
+    with transport.scope():  # a sweep on a login node: one SSH connection for its files and its state
+        with Ledger.open(folder, allow_read_only=True) as ledger:
+            use_recorded(ledger.meta)
+            fetch_outputs(folder, ledger.meta)  # its new run folders and logs come here first
+            single = ledger.meta.extra.get("kind") == "job"
+        if poll and wanted:
             sweep_status(folder)
-            settle_exit_code(folder)
-        except HpcJobsError as exc:  # the files are worth showing all the same
-            logging.getLogger("hpcjobs.sweep").warning("could not ask the scheduler for the job's state: %s", exc)
+        elif poll and single:  # the header shows the job's current state: one call while it is live
+            try:
+                sweep_status(folder)
+                settle_exit_code(folder)
+            except HpcJobsError as exc:  # the files are worth showing all the same
+                logging.getLogger("hpcjobs.sweep").warning("could not ask the scheduler for the job's state: %s",
+                                                           exc)
     with Ledger.open(folder, allow_read_only=True) as ledger:
         meta = ledger.meta
         records = ledger.points()

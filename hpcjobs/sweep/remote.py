@@ -57,9 +57,10 @@ def fetch_outputs(folder: Path, meta: Any) -> int:
 
     with transport.scope():
         session = transport.use(places.login)
-        report = pull(session, places.folder, folder, JOB_OUTPUTS)
+        single = (meta.extra or {}).get("kind") == "job"  # a single job has no run folder: its logs only
+        report = pull(session, places.folder, folder, () if single else JOB_OUTPUTS)
         fetched = len(report.fetched or [])
-        output_dir = read_results_spec(folder)[1] or ""
+        output_dir = read_results_spec(folder)[1] or str((meta.extra or {}).get("output_dir") or "")
         submit_dir = (meta.extra or {}).get("submit_dir")
         if output_dir and submit_dir and not output_dir.startswith("/"):
             logs = pull(session, places.workdir, Path(str(submit_dir)), (output_dir,))

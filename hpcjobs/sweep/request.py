@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hpcjobs import transport
-from hpcjobs.config.site import SiteRemote
+from hpcjobs.config.experiment import Experiment
+from hpcjobs.config.site import SiteConfig, SiteRemote
 from hpcjobs.errors import ConfigError, ConfigProblem
 from hpcjobs.schedulers.base import JobDependency
 from hpcjobs.schedulers.client import SchedulerClient, client_for
@@ -147,10 +148,24 @@ def over_login_node(prepared: PreparedSweep, remote_option: str | None = None) -
 
     Raises:
         ConfigError: The site's scheduler is not reached through a login node (its jobs are services of a
-            cluster API, or processes of this machine).
+            cluster API, or processes of this machine), or a secret would come from this machine's environment.
         RemoteConnectionError: ssh could not log in.
     """
-    remote = prepared.site.remote
+    login = login_node_of(prepared.site, prepared.experiment, str(prepared.experiment_path),
+                          prepared.experiment_text, remote_option)
+    if login is None:
+        return prepared
+    return replace(prepared, remote=transport.places_for(login, prepared.sweep_id, prepared.folder))
+
+
+def login_node_of(site: SiteConfig, experiment: Experiment, experiment_file: str, experiment_text: str | None,
+                  remote_option: str | None = None) -> RemoteLogin | None:
+    """The login node a submission to ``site`` goes through (``--remote``, else the site's ``remote:``), or ``None``.
+
+    Raises:
+        ConfigError: As :func:`over_login_node` (nothing is connected to).
+    """
+    remote = site.remote
     if remote_option:
         given = parse_remote_option(remote_option)
         base = remote.model_dump() if remote is not None else {}
@@ -158,22 +173,21 @@ def over_login_node(prepared: PreparedSweep, remote_option: str | None = None) -
                                             **({"user": given.user} if given.user else {}),
                                             **({"port": given.port} if given.port else {})})
     if remote is None:
-        return prepared
-    caps = capabilities_of(prepared.site.scheduler)
+        return None
+    caps = capabilities_of(site.scheduler)
     if caps.services or caps.runs_here:
-        raise ConfigError(f"site {prepared.site.name!r}: `remote:` is for schedulers submitted to from a login node; "
-                          f"{prepared.site.scheduler} is reached through its own client's context instead")
-    from_env = sorted(name for name, secret in prepared.experiment.secrets.items() if secret.env is not None)
+        raise ConfigError(f"site {site.name!r}: `remote:` is for schedulers submitted to from a login node; "
+                          f"{site.scheduler} is reached through its own client's context instead")
+    from_env = sorted(name for name, secret in experiment.secrets.items() if secret.env is not None)
     if from_env:
         raise ConfigError(ConfigProblem(
             f"secrets {', '.join(from_env)} are taken from the submitter's environment (`env:`), and over SSH the "
             f"submitter is the login node's shell, not this machine: put each value in a file on the login node "
             f"(chmod 600) and name it with `file:` (read by the job when it starts; never sent by hpcjobs)",
-            file=str(prepared.experiment_path), line=_line_of(prepared.experiment_text, "secrets:"),
+            file=experiment_file, line=_line_of(experiment_text or "", "secrets:"),
             key="secrets", expected="secrets: {NAME: {file: ~/.NAME}} on a site with remote:"))
-    login = RemoteLogin(host=remote.host, user=remote.user, port=remote.port, workdir=remote.workdir,
-                        ssh_config=remote.ssh_config, options=tuple(remote.options), ssh=remote.ssh)
-    return replace(prepared, remote=transport.places_for(login, prepared.sweep_id, prepared.folder))
+    return RemoteLogin(host=remote.host, user=remote.user, port=remote.port, workdir=remote.workdir,
+                       ssh_config=remote.ssh_config, options=tuple(remote.options), ssh=remote.ssh)
 
 
 def _line_of(text: str, start: str) -> int | None:
@@ -184,4 +198,4 @@ def _line_of(text: str, start: str) -> int | None:
     return None
 
 
-__all__ = ["ResolvedSweep", "SweepRequest", "Upstreams", "over_login_node", "resolve_sweep_request"]
+__all__ = ["ResolvedSweep", "SweepRequest", "Upstreams", "login_node_of", "over_login_node", "resolve_sweep_request"]

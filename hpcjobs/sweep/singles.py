@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpcjobs import states
+from hpcjobs import states, transport
 from hpcjobs.errors import (
     CommandError,
     CommandTimeout,
@@ -59,7 +59,9 @@ from hpcjobs.submit import Submission, default_log_files
 from hpcjobs.sweep.identity import IDENTITY_SCHEME, experiment_digest, sweep_folders
 from hpcjobs.sweep.ledger.store import LEDGER_FILE, Ledger, SweepMeta
 from hpcjobs.sweep.lookup import await_tokens
+from hpcjobs.sweep.remote import recorded_places
 from hpcjobs.sweep.singles_read import KIND, SingleJob, index_job, single_job_of, singles_root
+from hpcjobs.transport import RemotePlaces
 
 if TYPE_CHECKING:
     from hpcjobs.config.experiment import Experiment
@@ -95,6 +97,7 @@ class SingleRequest:
         rendered: The job and its script text.
         submit_dir: The job's working directory.
         how: What the ledger records to prepare it again (overrides, ``--site``, submit folder).
+        remote: Where it goes on the login node its site names (``remote:``), or ``None`` (here).
     """
 
     request_id: str
@@ -105,6 +108,7 @@ class SingleRequest:
     rendered: RenderedScript
     submit_dir: Path
     how: dict[str, Any] = field(default_factory=dict)
+    remote: RemotePlaces | None = None
 
     @property
     def name(self) -> str:
@@ -120,7 +124,7 @@ class SingleRequest:
         from hpcjobs.sweep.prepare import PreparedSweep
 
         return PreparedSweep(self.request_id, self.folder, self.experiment_path, "", self.experiment, self.site,
-                             self.rendered.job, (point,), self.submit_dir)
+                             self.rendered.job, (point,), self.submit_dir, remote=self.remote)
 
 
 def prepare_single(path: str | Path, *, site: str | None = None, overrides: Sequence[str] = (),
@@ -182,7 +186,7 @@ def submit_single(path: str | Path, *, site: str | None = None, overrides: Seque
                   submit_dir: str | Path | None = None, refresh_site: bool = False, root: str | Path | None = None,
                   new: bool = False, client: SchedulerClient | None = None, lookup_s: float | None = None,
                   sleep: Callable[[float], None] = time.sleep, user: str | None = None,
-                  after: Sequence[str] = ()) -> Submission:
+                  after: Sequence[str] = (), remote: str | None = None) -> Submission:
     """Submit an experiment as one job, exactly once per request (see the module documentation).
 
     Args:
@@ -211,8 +215,27 @@ def submit_single(path: str | Path, *, site: str | None = None, overrides: Seque
         SubmitError: An ambiguous answer could not be settled, or transient errors outlasted the retries.
         LedgerError: Another ``hpcjobs submit`` of the same request holds its lock.
     """
-    request = prepare_single(path, site=site, overrides=overrides, root=root, submit_dir=submit_dir,
-                             refresh_site=refresh_site, new=new)
+    with transport.scope():  # a site's login node (`remote:`): one SSH connection for the whole call
+        request = over_ssh(prepare_single(path, site=site, overrides=overrides, root=root, submit_dir=submit_dir,
+                                          refresh_site=refresh_site, new=new), remote)
+        return _submit_new(request, client=client, lookup_s=lookup_s, sleep=sleep, user=user, after=after)
+
+
+def over_ssh(request: SingleRequest, remote_option: str | None = None) -> SingleRequest:
+    """``request`` with its places on its site's login node (``remote:``, or ``--remote [USER@]HOST[:PORT]``),
+    recorded in its ledger; as it is without one. Inside a :func:`hpcjobs.transport.scope`.
+    """
+    from hpcjobs.sweep.request import login_node_of
+
+    login = login_node_of(request.site, request.experiment, str(request.experiment_path), None, remote_option)
+    if login is None:
+        return request
+    places = transport.places_for(login, request.request_id, request.folder)
+    return replace(request, remote=places, how={**request.how, "remote": places.as_dict()})
+
+
+def _submit_new(request: SingleRequest, *, client: SchedulerClient | None, lookup_s: float | None,
+                sleep: Callable[[float], None], user: str | None, after: Sequence[str]) -> Submission:
     c = client or client_for(request.site.scheduler)
     from hpcjobs.sweep.pipeline import parse_after_option
 
@@ -254,7 +277,7 @@ def _submit_request(request: SingleRequest, ledger: Ledger, client: SchedulerCli
     from hpcjobs.sweep.submitter import SweepSubmitter
 
     retry = _retry_policy(lookup_s)
-    who = user or getpass.getuser()
+    who = user or (request.remote.user if request.remote is not None else getpass.getuser())
     with ledger.lock():
         point = ledger.points()[0]
         helper = SweepSubmitter(request.prepared(point), ledger, client, retry=retry, sleep=sleep, user=who)
@@ -318,7 +341,14 @@ def _submit_once(request: SingleRequest, ledger: Ledger, client: SchedulerClient
         argv = client.backend.submit_argv(script, options)
         ledger.plan_chunk([point.point_id], 0, token=token, argv=argv, array=False)  # before the scheduler call
         try:
-            job_id = client.submit(script, options, cwd=request.submit_dir)
+            job_script, cwd = _staged(request, script)
+        except CommandError as exc:  # the submit command never ran: surely not queued, try again
+            last = exc
+            ledger.mark_failed(token, f"not submitted: the job script did not reach the login node\n{exc}")
+            sleep(retry.delay(attempt))
+            continue
+        try:
+            job_id = client.submit(job_script, options, cwd=cwd)
         except (CommandError, SchedulerOutputError) as exc:
             error: HpcJobsError = exc
         else:
@@ -355,6 +385,21 @@ def _submit_once(request: SingleRequest, ledger: Ledger, client: SchedulerClient
         sleep(max(0.0, retry.delay(attempt) - look.waited))
     raise SubmitError(f"job {request.name} ({request.request_id}) could not be submitted after {retry.attempts} "
                       "attempts; run the same command again") from last
+
+
+def _staged(request: SingleRequest, script: Path) -> tuple[Path, str | Path]:
+    """The script and the folder the scheduler submits from: here, or the login node's copy, sent first."""
+    places = request.remote
+    if places is None:
+        return script, request.submit_dir
+    from hpcjobs.transport.files import push
+
+    relative = script.relative_to(request.submit_dir)
+    output_dir = request.rendered.job.output_dir
+    made = output_dir if output_dir.startswith("/") else f"{places.workdir}/{output_dir}"
+    push(transport.use(places.login), script.parent, f"{places.workdir}/{relative.parent.as_posix()}",
+         skip=lambda rel: rel != script.name, sent={}, also_make=[made])
+    return Path(places.workdir) / relative, places.workdir
 
 
 def _printed_id(client: SchedulerClient, stdout: str) -> str | None:
@@ -442,9 +487,15 @@ def resubmit_single(folder: str | Path, *, which: Sequence[str] = tuple(sorted(s
     if experiment_digest(planned) != meta.experiment_sha256 and not force:
         raise LedgerError(f"{meta.experiment_path} changed since job {meta.sweep_id} was submitted; use --force to "
                           "go on with the new text")
-    c = client or client_for(request.site.scheduler)
-    with Ledger.open(d) as ledger:
-        return _submit_request(request, ledger, c, lookup_s=lookup_s, sleep=sleep, user=user, reset=tuple(which))
+    with transport.scope():  # a job on a login node: where its ledger says, over one SSH connection
+        places = recorded_places(meta)
+        if places is not None:
+            transport.use(places.login)
+            request = replace(request, remote=places)
+        c = client or client_for(request.site.scheduler)
+        with Ledger.open(d) as ledger:
+            return _submit_request(request, ledger, c, lookup_s=lookup_s, sleep=sleep, user=user,
+                                   reset=tuple(which))
 
 
-__all__ = ["SingleRequest", "prepare_single", "request_id", "resubmit_single", "submit_single"]
+__all__ = ["SingleRequest", "over_ssh", "prepare_single", "request_id", "resubmit_single", "submit_single"]

@@ -184,6 +184,8 @@ def pull(session: SshSession, remote: str, folder: Path, subfolders: Sequence[st
         UnsafePathError: A folder on the way here is a link.
     """
     report = PullReport(fetched=[], skipped_large=[])
+    if not subfolders:
+        return report
     listed = remote_listing(session, remote, subfolders)
     report.listed, report.sessions = len(listed), 1
     wanted: list[RemoteFile] = []

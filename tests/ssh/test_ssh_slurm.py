@@ -202,3 +202,27 @@ def test_ls_polls_a_laptops_sweep_on_its_login_node(laptop: Path) -> None:
     summary = json.loads(listing.stdout)
     assert "could not ask" not in listing.stderr, listing.stderr
     assert summary, listing.stdout
+
+
+def test_a_single_job_from_the_laptop(laptop: Path) -> None:
+    """``hpcjobs submit``: the script sent, submitted there once, its state and logs from the laptop."""
+    site, workdir = remote_site(laptop.parent, BASE_SITE, name="laptop-submit")
+    (laptop / "job.yaml").write_text("name: one-job\nresources: {walltime: 5m}\n"
+                                     "command: echo \"hello from $(id -un)\"\n")
+    sub = hpcjobs_cli(["submit", "job.yaml", "--site", str(site), "--json"], cwd=laptop, env={})
+    assert sub.returncode == 0, sub.stderr
+    job = json.loads(sub.stdout)
+    again = hpcjobs_cli(["submit", "job.yaml", "--site", str(site), "--json"], cwd=laptop, env={})
+    assert again.returncode == 0 and json.loads(again.stdout)["job_id"] == job["job_id"], again.stderr
+    deadline = time.monotonic() + 120
+    while True:
+        status = hpcjobs_cli(["status", job["job_id"], "--json"], cwd=laptop, env={})
+        assert status.returncode == 0, status.stderr
+        if json.loads(status.stdout)["finished"]:
+            break
+        assert time.monotonic() < deadline, status.stdout
+        time.sleep(2)
+    assert json.loads(status.stdout)["counts"] == {"COMPLETED": 1}, status.stdout
+    logs = hpcjobs_cli(["logs", job["job_id"]], cwd=laptop, env={})
+    assert logs.returncode == 0 and f"hello from {LOGIN_USER}" in logs.stdout, logs.stdout + logs.stderr
+    assert remote(["ls", f"{workdir}/hpcjobs-logs/scripts"]).stdout.strip()

@@ -235,16 +235,15 @@ def test_a_remote_block_on_a_site_of_services_is_refused_before_any_connection(t
 
     from hpcjobs.config.site import SiteRemote
     from hpcjobs.errors import ConfigError
-    from hpcjobs.sweep.request import over_login_node
+    from hpcjobs.config.experiment import Experiment
+    from hpcjobs.sweep.request import login_node_of
 
     monkeypatch.setattr("hpcjobs.transport.places_for", lambda *a: pytest.fail("connected"))
-
-    class Prepared:  # what over_login_node reads of a prepared sweep
-        site = dataclasses.make_dataclass("S", [("name", str), ("scheduler", str), ("remote", object)])(
-            "k8s", "kubernetes", SiteRemote(host="login.example.org"))
-
+    site = dataclasses.make_dataclass("S", [("name", str), ("scheduler", str), ("remote", object)])(
+        "k8s", "kubernetes", SiteRemote(host="login.example.org"))  # what login_node_of reads of a site
+    experiment = Experiment.model_validate({"name": "x", "command": "true"})
     with pytest.raises(ConfigError, match="remote:"):
-        over_login_node(Prepared())  # type: ignore[arg-type]
+        login_node_of(site, experiment, "exp.yaml", None)  # type: ignore[arg-type]
 
 
 def test_the_recorded_places_read_back_as_written() -> None:
