@@ -18,6 +18,15 @@ _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 #: One ``-o`` option of ssh_config(5): ``Keyword=value`` or ``Keyword value``.
 _OPTION = re.compile(r"[A-Za-z][A-Za-z0-9]*[= ][^\x00-\x1f\x7f]+")
 
+#: ``options`` keywords a site may not set: those that run a command on this machine (a site file is data,
+#: not code), that would weaken the host key check or let ssh prompt, and the connection sharing hpcjobs
+#: manages itself. The user's own ~/.ssh/config may set any of them (ssh_config(5)).
+REFUSED_OPTIONS = frozenset({
+    "proxycommand", "localcommand", "permitlocalcommand", "knownhostscommand", "pkcs11provider",
+    "securitykeyprovider", "stricthostkeychecking", "userknownhostsfile", "globalknownhostsfile",
+    "batchmode", "controlmaster", "controlpath", "controlpersist",
+})
+
 #: Where sweeps go on the login node unless the site says otherwise (relative: from the remote home).
 DEFAULT_WORKDIR = "hpcjobs"
 
@@ -98,6 +107,9 @@ def login_problems(*, host: str, user: str | None = None, port: int | None = Non
     for option in options:
         if not _OPTION.fullmatch(option):
             problems.append(f"option {option!r} is not an ssh_config option (Keyword=value)")
+        elif re.split(r"[= ]", option, maxsplit=1)[0].lower() in REFUSED_OPTIONS:
+            problems.append(f"option {option!r} is not one a site may set (it runs a local command, weakens the "
+                            "host key check, or is hpcjobs' own); set it in your ~/.ssh/config if you must")
     if not ssh or ssh.startswith("-"):
         problems.append(f"ssh {ssh!r} is not a program")
     return problems
@@ -121,4 +133,4 @@ def parse_remote_option(text: str, *, workdir: str | None = None) -> RemoteLogin
     return RemoteLogin(host=host, user=user or None, port=port, workdir=workdir or DEFAULT_WORKDIR)
 
 
-__all__ = ["DEFAULT_WORKDIR", "RemoteLogin", "login_problems", "parse_remote_option"]
+__all__ = ["DEFAULT_WORKDIR", "REFUSED_OPTIONS", "RemoteLogin", "login_problems", "parse_remote_option"]

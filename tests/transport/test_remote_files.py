@@ -200,7 +200,9 @@ def test_a_remote_block_that_could_become_an_ssh_option_is_refused_at_load(tmp_p
     from hpcjobs.errors import ConfigError
 
     for bad in ("host: -oProxyCommand=touch x", "host: a b", "{host: ok, user: '-l'}", "{host: ok, port: 70000}",
-                "{host: ok, options: ['ProxyCommand\\nx']}"):
+                "{host: ok, options: ['ProxyCommand\\nx']}", "{host: ok, options: ['ProxyCommand=touch /tmp/x']}",
+                "{host: ok, options: ['stricthostkeychecking no']}", "{host: ok, options: ['LocalCommand=id']}",
+                "{host: ok, options: ['UserKnownHostsFile=/dev/null']}"):
         site = tmp_path / "s.yaml"
         body = bad if bad.startswith("{") else "{" + bad + "}"
         site.write_text(f"name: far\nscheduler: slurm\nremote: {body}\n")
@@ -258,3 +260,12 @@ def test_the_recorded_places_read_back_as_written() -> None:
         RemotePlaces.from_dict({"host": "login"})
     with pytest.raises(ConfigError):
         RemotePlaces.from_dict({**places.as_dict(), "host": "-oProxyCommand=x"})
+
+
+def test_a_site_may_jump_through_a_bastion(tmp_path: Path) -> None:
+    from hpcjobs.config.sites import load_site_file
+
+    site = tmp_path / "s.yaml"
+    site.write_text("name: far\nscheduler: slurm\nremote: {host: login, options: [ProxyJump=bastion, "
+                    "'ServerAliveInterval 30']}\n")
+    assert load_site_file(site).remote.options == ["ProxyJump=bastion", "ServerAliveInterval 30"]
