@@ -210,17 +210,20 @@ def run_command(
         CommandError: The command could not be started, or exited non-zero with ``check``.
         CommandTimeout: The command ran past ``timeout``.
     """
-    limit_out, limit_err = _limits.get()
-    if max_stdout != LIMIT_IN_FORCE:
-        limit_out = max_stdout
-    if max_stderr != LIMIT_IN_FORCE:
-        limit_err = max_stderr
+    limit_out, limit_err = _limits_for(max_stdout, max_stderr)
     route = _route.get()
     if route is not None:
         return route([os.fspath(a) for a in argv], timeout=timeout, input=input, env=env, cwd=cwd, check=check,
                      max_stdout=limit_out, max_stderr=limit_err)
     return run_here(argv, timeout=timeout, input=input, env=env, cwd=cwd, check=check, max_stdout=limit_out,
                     max_stderr=limit_err)
+
+
+def _limits_for(max_stdout: int | None, max_stderr: int | None) -> tuple[int | None, int | None]:
+    """The bytes of stdout and stderr kept: those asked, else the limits in force (:func:`output_limits`)."""
+    limit_out, limit_err = _limits.get()
+    return (limit_out if max_stdout == LIMIT_IN_FORCE else max_stdout,
+            limit_err if max_stderr == LIMIT_IN_FORCE else max_stderr)
 
 
 def run_here(
@@ -236,11 +239,7 @@ def run_here(
 ) -> CommandResult:
     """:func:`run_command` on this machine, whatever transport is in force (ssh itself, ``bash -n``)."""
     args = [os.fspath(a) for a in argv]
-    limit_out, limit_err = _limits.get()
-    if max_stdout != LIMIT_IN_FORCE:
-        limit_out = max_stdout
-    if max_stderr != LIMIT_IN_FORCE:
-        limit_err = max_stderr
+    limit_out, limit_err = _limits_for(max_stdout, max_stderr)
     full_env = None
     if env:
         full_env = dict(os.environ)
