@@ -395,10 +395,8 @@ def _staged(request: SingleRequest, script: Path) -> tuple[Path, str | Path]:
     from hpcjobs.transport.files import push
 
     relative = script.relative_to(request.submit_dir)
-    output_dir = request.rendered.job.output_dir
-    made = output_dir if output_dir.startswith("/") else f"{places.workdir}/{output_dir}"
-    push(transport.use(places.login), script.parent, f"{places.workdir}/{relative.parent.as_posix()}",
-         skip=lambda rel: rel != script.name, sent={}, also_make=[made])
+    push(transport.use(places.login), script.parent, places.in_workdir(relative.parent.as_posix()),
+         skip=lambda rel: rel != script.name, sent={}, also_make=[places.in_workdir(request.rendered.job.output_dir)])
     return Path(places.workdir) / relative, places.workdir
 
 

@@ -311,7 +311,7 @@ class SweepSubmitter:
 
         session = transport.use(places.login)
         out_dirs = sorted({s.job.output_dir for s in self.prepared.shapes} or {self.prepared.job.output_dir})
-        made = [d if d.startswith("/") else f"{places.workdir}/{d}" for d in out_dirs]
+        made = [places.in_workdir(d) for d in out_dirs]
         push(session, self.prepared.folder, places.folder, skip=stays_here, sent=self._sent, also_make=made)
         return Path(places.folder) / script.relative_to(self.prepared.folder)
 

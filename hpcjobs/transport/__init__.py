@@ -47,6 +47,10 @@ class RemotePlaces:
     folder: str
     user: str
 
+    def in_workdir(self, path: str) -> str:
+        """``path`` (a job's output folder, say) on the login node: absolute as given, else under the workdir."""
+        return path if path.startswith("/") else f"{self.workdir}/{path}"
+
     def as_dict(self) -> dict[str, Any]:
         """As the ledger records it."""
         return {**self.login.as_dict(), "remote_workdir": self.workdir, "remote_folder": self.folder,

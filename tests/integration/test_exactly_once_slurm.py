@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -51,25 +51,24 @@ def _testbed(*args: str) -> None:
 
 
 @contextmanager
-def fast_purge() -> Iterator[None]:
+def _staged(change: tuple[str, ...], restore: tuple[str, ...]) -> Iterator[None]:
+    """The testbed changed by ``change`` while inside, ``restore`` after; the SSH tests in another process wait."""
+    with slurm_staging(exclusive=True):
+        _testbed(*change)
+        try:
+            yield
+        finally:
+            _testbed(*restore)
+
+
+def fast_purge() -> AbstractContextManager[None]:
     """Finished jobs leave slurmctld's memory (and squeue) within seconds while inside."""
-    with slurm_staging(exclusive=True):  # the SSH tests in another process wait meanwhile
-        _testbed("min-job-age", "2")
-        try:
-            yield
-        finally:
-            _testbed("min-job-age", "default")
+    return _staged(("min-job-age", "2"), ("min-job-age", "default"))
 
 
-@contextmanager
-def accounting_down() -> Iterator[None]:
+def accounting_down() -> AbstractContextManager[None]:
     """slurmdbd stopped while inside: every sacct fails; slurmctld keeps the records for later."""
-    with slurm_staging(exclusive=True):  # the SSH tests in another process wait meanwhile
-        _testbed("accounting", "stop")
-        try:
-            yield
-        finally:
-            _testbed("accounting", "start")
+    return _staged(("accounting", "stop"), ("accounting", "start"))
 
 
 def _tagged_in_queue(sweep_id: str) -> set[str]:
