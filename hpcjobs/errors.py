@@ -258,6 +258,26 @@ class CommandTimeout(CommandError):
     """An external command did not finish within its timeout (it may still have had an effect)."""
 
 
+class ContainerPullError(SubmitError):
+    """``containers.pull: submit`` could not fetch a job's image; nothing was submitted.
+
+    Attributes:
+        reference: The registry image.
+        runtime: The runtime that fetched it.
+        path: The image cache's file it was fetched into.
+        error: The failed command (its exit status, stdout and stderr).
+    """
+
+    def __init__(self, reference: str, runtime: str, path: str, error: CommandError) -> None:
+        self.reference, self.runtime, self.path, self.error = reference, runtime, path, error
+        status = error.reason or f"exited with code {error.returncode}"
+        parts = [f"could not fetch image {printable(reference)} with {runtime} into {printable(path)} before "
+                 f"submitting (the site's containers.pull is submit): the fetch {status}; nothing was submitted"]
+        if error.stderr.strip():
+            parts.append(f"stderr:\n{printable(error.stderr.strip())}")
+        super().__init__("\n".join(parts))
+
+
 class SchedulerOutputError(HpcJobsError):
     """A scheduler printed something that does not follow its documented format.
 

@@ -88,6 +88,10 @@ def submit_rendered(
     tag = tag or JobTag(job.name, 0, new_token())
     script = atomic_write_text(out_dir / "scripts" / f"{job.name}.{tag.token}.sh", rendered.text, mode=0o700,
                                below=out_dir)
+    if job.container is not None:  # containers.pull: submit fetches the image before the job is queued
+        from hpcjobs.containers.pull import pull_images
+
+        pull_images([job.container], job.scheduler)
     client = client or client_for(job.scheduler)
     opts = options or SubmitOptions()
     if opts.comment is None:

@@ -1,9 +1,9 @@
 """Golden scripts of jobs in containers: every runtime × scheduler the container test sites ship.
 
 The sites (``tests/sites/containers-slurm.yaml``, ``containers-pbs.yaml``) list every runtime hpcjobs
-renders for their scheduler; each experiment of ``tests/data/containers/`` is rendered with each
-runtime (``--set container.runtime=...``): a plain GPU command, mounts with a working folder, an
-``env:`` list and a secret, torchrun on two nodes, and a packed sweep (each point in its own
+renders for their scheduler (``containers-*-pull.yaml``: images fetched at submission); each
+experiment of ``tests/data/containers/`` is rendered with each runtime (``--set container.runtime=...``):
+a plain GPU command, mounts with a working folder, an ``env:`` list and a secret, torchrun on two nodes, and a packed sweep (each point in its own
 container). A pair the runtime refuses has a golden ``.err`` file instead. Regenerate with
 ``pytest tests/test_golden_containers.py --update-golden`` and review the diff.
 """
@@ -24,7 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden" / "containers"
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "tests" / "data" / "containers").glob("*.yaml"))
 RUNTIMES = {"containers-slurm": ("apptainer", "singularity", "pyxis", "podman", "oci"),
-            "containers-pbs": ("apptainer", "singularity", "podman")}
+            "containers-pbs": ("apptainer", "singularity", "podman"),
+            # containers.pull: submit: the jobs run the file hpcjobs fetched into the image cache
+            "containers-slurm-pull": ("apptainer", "pyxis", "podman"),
+            "containers-pbs-pull": ("singularity", "podman")}
 CASES = [(site, runtime, exp) for site, runtimes in RUNTIMES.items() for runtime in runtimes for exp in EXPERIMENTS]
 
 

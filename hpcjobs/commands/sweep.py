@@ -116,8 +116,12 @@ def sweep(experiment: str, sweep_args: tuple[str, ...], site: str | None, overri
         echo_json({"sweep_id": prepared.sweep_id, "folder": str(prepared.folder),
                    "points": len(prepared.points), "chunks_submitted": report.chunks_submitted,
                    "points_submitted": report.points_submitted, "recovered": report.recovered,
-                   "job_ids": report.job_ids})
+                   "job_ids": report.job_ids,
+                   "images": [{"reference": i.reference, "runtime": i.runtime, "path": i.path, "fetched": i.fetched}
+                              for i in report.images]})
         return
+    for image in report.images:
+        echo(f"image {image.reference}: {'fetched into' if image.fetched else 'reused'} {image.path} ({image.runtime})")
     echo(f"sweep {prepared.sweep_id}: {len(prepared.points)} points; submitted {report.points_submitted} in "
          f"{report.chunks_submitted} job(s) {' '.join(report.job_ids)}".rstrip())
     from hpcjobs.schedulers.registry import capabilities_of

@@ -13,6 +13,7 @@ option to the runtime). The renderer still writes every value through the one sh
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 from dataclasses import dataclass
@@ -23,9 +24,9 @@ from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 from hpcjobs.config.policy import looks_like_secret
 from hpcjobs.config.types import EnvName, OneLine, StrictModel
 
-__all__ = ["CONTAINER_RUNTIMES", "ContainerSpec", "Mount", "Raw", "ResolvedContainer", "SiteContainers",
-           "SiteRuntime", "Word", "container_problems", "parse_mount", "path_word",
-           "resolve_container"]
+__all__ = ["CONTAINER_RUNTIMES", "PULLED_FILE_SUFFIX", "PULL_TARGET", "ContainerSpec", "Mount", "Raw",
+           "ResolvedContainer", "SiteContainers", "SiteRuntime", "Word", "container_problems", "is_registry_image",
+           "parse_mount", "path_word", "pulled_image_path", "resolve_container"]
 
 #: Every runtime hpcjobs renders; which of them a job may use is the site's list and its scheduler's.
 CONTAINER_RUNTIMES: tuple[str, ...] = ("apptainer", "singularity", "pyxis", "podman", "oci")
@@ -45,6 +46,9 @@ class Raw:
 
     text: str
 
+
+#: The file a ``pull: submit`` fetch command writes (a fresh folder of the image cache; hpcjobs renames it into place).
+PULL_TARGET = Raw('"$hpcjobs_pull_tmp"')
 
 #: One shell word: literal pieces (each written through the shell encoder) and :class:`Raw` expansions, joined.
 Word = tuple[str | Raw, ...]
@@ -166,6 +170,14 @@ class SiteContainers(StrictModel):
     mounts: list[MountText] = Field(default_factory=list, description="Mounts every container job gets.")
     allowed_roots: list[RootPath] = Field(
         default_factory=list, description="Host folders a job's own mounts must lie under (empty: any).")
+    pull: Literal["job", "submit"] = Field(
+        "job", description="job: each job's runtime fetches a registry image when it starts; submit: hpcjobs "
+        "fetches it once, on the submitting machine, into image_cache before the first job is submitted "
+        "(apptainer pull to a .sif, enroot import to a .sqsh, podman pull + save to an OCI archive), and the "
+        "jobs run that file without reaching a registry. Image files and bundles are never fetched.")
+    image_cache: RootPath = Field(
+        "~/.cache/hpcjobs/images", description="Where `pull: submit` keeps the fetched images (one file per "
+        "image and runtime, reused by later submissions): a folder the compute nodes see at the same path.")
 
     @model_validator(mode="after")
     def _default_listed(self) -> SiteContainers:
@@ -198,6 +210,9 @@ class ResolvedContainer:
     job_env: tuple[str, ...]
     gpu_flags: tuple[str, ...]
     module: str | None
+    #: ``pull: submit``: the registry reference hpcjobs fetches at submission into ``image`` (a file of
+    #: the image cache); ``None``: the runtime runs ``image`` as given.
+    pull_from: str | None = None
 
 
 def _chosen_runtime(spec: ContainerSpec, site: SiteContainers) -> str:
@@ -262,6 +277,30 @@ def container_problems(spec: ContainerSpec, site: SiteContainers | None, *, site
     return problems
 
 
+#: The runtimes ``pull: submit`` fetches an image for, and the suffix of the file each makes.
+PULLED_FILE_SUFFIX: dict[str, str] = {"apptainer": ".sif", "singularity": ".sif", "pyxis": ".sqsh", "podman": ".tar"}
+#: Registry references a runtime fetches (``docker://``, ``oras://``, ...), as opposed to a file or a folder.
+_FETCHED_SCHEMES = ("docker://", "oras://", "library://", "shub://")
+
+
+def is_registry_image(image: str) -> bool:
+    """Whether ``image`` names a registry image (fetched) rather than a file or folder (run as it is)."""
+    if image.startswith(_FETCHED_SCHEMES):
+        return True
+    return not image.startswith(("/", "~/")) and "://" not in image and not image.endswith((".sif", ".sqsh"))
+
+
+def pulled_image_path(image: str, runtime: str, cache: str) -> str:
+    """The image cache's file for ``image`` fetched by ``runtime``: a readable name and a digest of both.
+
+    The name keeps the reference's letters (``nvcr.io-nvidia-pytorch-24.05-py3``), like Nextflow's
+    ``singularity.cacheDir``; the digest keeps two references that read the same apart.
+    """
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", image.split("://", 1)[-1]).strip("-._")[:80] or "image"
+    digest = hashlib.sha256(f"{runtime}\0{image}".encode()).hexdigest()[:12]
+    return posixpath.join(cache.rstrip("/") or "/", f"{readable}-{digest}{PULLED_FILE_SUFFIX[runtime]}")
+
+
 def resolve_container(spec: ContainerSpec, site: SiteContainers, *, job_env: tuple[str, ...],
                       gpus: bool) -> ResolvedContainer:
     """The :class:`ResolvedContainer` of ``spec`` on ``site`` (checked first by :func:`container_problems`)."""
@@ -269,7 +308,10 @@ def resolve_container(spec: ContainerSpec, site: SiteContainers, *, job_env: tup
     settings = site.runtimes[runtime]  # type: ignore[index]
     flags = settings.gpu_flags if settings.gpu_flags is not None else _DEFAULT_GPU_FLAGS.get(runtime, ())
     mounts = tuple(dict.fromkeys(parse_mount(m) for m in [*site.mounts, *spec.mounts]))
+    image, pull_from = spec.image, None
+    if site.pull == "submit" and runtime in PULLED_FILE_SUFFIX and is_registry_image(spec.image):
+        image, pull_from = pulled_image_path(spec.image, runtime, site.image_cache), spec.image
     return ResolvedContainer(
-        runtime=runtime, image=spec.image, mounts=mounts, workdir=spec.workdir,
+        runtime=runtime, image=image, mounts=mounts, workdir=spec.workdir,
         pass_env=None if spec.env == "inherit" else tuple(spec.env), job_env=job_env,
-        gpu_flags=tuple(flags) if gpus else (), module=settings.module)
+        gpu_flags=tuple(flags) if gpus else (), module=settings.module, pull_from=pull_from)

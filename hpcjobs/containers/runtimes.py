@@ -127,7 +127,7 @@ def apptainer_env_lines(container: ResolvedContainer) -> list[str]:
     ]
 
 
-def podman_setup_lines() -> list[str]:
+def podman_setup_lines(stop_seconds: int = 10) -> list[str]:
     """The user namespace (:data:`_PODMAN_USERNS_VAR`: ``keep-id`` unless the job runs as root) and
     ``hpcjobs_podman_run``, which removes the container when the job is signalled (exported: tasks and
     points see both).
@@ -136,14 +136,16 @@ def podman_setup_lines() -> list[str]:
     still starting the container does not pass a signal on: measured, a cancel in the first seconds left
     the container running, its client reparented to PID 1, after the job had ended CANCELLED. So the client
     runs in the background of the shell that started it, and a TERM, INT or HUP of that shell removes
-    the container itself (``podman rm -f``: TERM, then KILL after 10 s) until the client has ended.
+    the container itself (``podman rm -f``: TERM, then KILL after ``stop_seconds``) until the client has ended.
+    A preemptible job whose signal is TERM gets its signal lead time there, to write its checkpoint.
     """
     return [
         "# keep-id maps the job's user into the container; rootful Podman refuses it",
         f"if [[ $(id -u) -ne 0 ]]; then {_PODMAN_USERNS_VAR}=keep-id; else {_PODMAN_USERNS_VAR}=; fi",
         f"export {_PODMAN_USERNS_VAR}",
         "# The container is not this job's child (conmon detaches it) and a `podman run` still starting passes no",
-        "# signal on: a TERM, INT or HUP of this shell removes the container (TERM, KILL after 10 s).",
+        "# signal on: a TERM, INT or HUP of this shell removes the container (TERM, KILL after "
+        f"{stop_seconds} s).",
         "hpcjobs_podman_run() {  # hpcjobs_podman_run NAME ARGS...: podman run --name NAME ARGS...",
         "    local hpcjobs_ctr=$1 hpcjobs_ctr_pid='' hpcjobs_ctr_before=$! hpcjobs_ctr_rc=0 hpcjobs_ctr_traps",
         "    shift",
@@ -165,7 +167,7 @@ def podman_setup_lines() -> list[str]:
         "    # between `podman run &` and the assignment, $! is the client already",
         '    if [ -z "$pid" ] && [ "$!" != "$hpcjobs_ctr_before" ]; then pid=$!; fi',
         '    while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; do',
-        '        podman rm -f -t 10 "$hpcjobs_ctr" >/dev/null 2>&1 || sleep 1',
+        f'        podman rm -f -t {stop_seconds} "$hpcjobs_ctr" >/dev/null 2>&1 || sleep 1',
         "    done",
         '    podman rm -f -t 0 "$hpcjobs_ctr" >/dev/null 2>&1 || true',
         '    exit "$1"',
@@ -199,9 +201,26 @@ def podman_argv(container: ResolvedContainer, job_id_var: str, array_index_var: 
         words += [("--env",), (env_name,)]
     for prefix in _ALWAYS_PREFIXES:
         words += [("--env",), (prefix + "*",)]
-    image = container.image.removeprefix("docker://")
-    words.append(path_word(image))
+    if container.pull_from is not None:  # the OCI archive hpcjobs saved at submission
+        words += [("--quiet",), ("oci-archive:", *path_word(container.image))]
+    else:
+        words.append(path_word(container.image.removeprefix("docker://")))
     return words
+
+
+def pulled_image_check(container: ResolvedContainer) -> list[str]:
+    """With ``pull: submit``: stop with a clear message when the fetched image file is not on this node."""
+    if container.pull_from is None:
+        return []
+    image = encode_word(path_word(container.image))
+    return [
+        f"# The image was fetched at submission from {shell_word(container.pull_from)} (containers.pull: submit).",
+        f"if [ ! -f {image} ]; then",
+        f"    printf 'hpcjobs: the image file %s is not on %s (the image_cache of the site must be a folder the "
+        f"nodes see)\\n' {image} \"$(hostname)\" >&2",
+        "    exit 1",
+        "fi",
+    ]
 
 
 def render_container(job: ResolvedJob) -> ContainerLines | None:
@@ -214,6 +233,7 @@ def render_container(job: ResolvedJob) -> ContainerLines | None:
     if container is None:
         return None
     setup = [f"module load {shell_word(container.module)}"] if container.module else []
+    setup += pulled_image_check(container)
     if container.runtime in capabilities_of(job.scheduler).step_container_runtimes:
         backend = get_backend(job.scheduler)
         options = _words(backend.container_step_options(container))
@@ -221,7 +241,9 @@ def render_container(job: ResolvedJob) -> ContainerLines | None:
         return ContainerLines(container.runtime, "\n".join(setup), prefix, options, "", "")
     if container.runtime == "podman":
         job_env = job_env_of(job.scheduler)
-        setup += podman_setup_lines()
+        launch = job.launch
+        grace = launch.signal_seconds if launch is not None and launch.preemptible and launch.signal == "TERM" else 10
+        setup += podman_setup_lines(grace)
         prefix = _words(podman_argv(container, job_env.job_id_var, job_env.array_index_var))
         program = _words(podman_argv(container, job_env.job_id_var, job_env.array_index_var, program=True))
         return ContainerLines(container.runtime, "\n".join(setup), prefix, "", prefix, program)

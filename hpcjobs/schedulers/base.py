@@ -691,6 +691,19 @@ class BaseBackend(JobIdGrammar):
         del container, standalone
         raise UnsupportedCommand(f"{self.name} starts no container runtime itself")
 
+    def container_pull_command(self, container: ResolvedContainer) -> tuple[Word, ...]:
+        """The command that fetches ``container.pull_from`` into the file ``PULL_TARGET`` names (``pull: submit``).
+
+        Only for the runtimes of ``capabilities.step_container_runtimes`` that run an image file (Slurm:
+        Pyxis, through ``enroot import``); hpcjobs runs it on the submitting machine before any job is
+        queued (:mod:`hpcjobs.containers.pull`).
+
+        Raises:
+            UnsupportedCommand: This scheduler fetches no image for a runtime of its own.
+        """
+        del container
+        raise UnsupportedCommand(f"{self.name} fetches no container image itself")
+
     # --- site hooks ---
 
     #: The settings section every site file of this scheduler has, named like the site key

@@ -21,12 +21,18 @@ from hpcjobs.schedulers.client import SchedulerClient, client_for
 from hpcjobs.schedulers.registry import capabilities_of
 from hpcjobs.sweep.find import find_sweep
 from hpcjobs.sweep.identity import ledger_digest
-from hpcjobs.sweep.ledger.store import Ledger, PointRecord
+from hpcjobs.sweep.ledger.store import LEDGER_FILE, Ledger, PointRecord
 from hpcjobs.sweep.listing import SweepListing, SweepSummary, list_sweeps
 from hpcjobs.sweep.poll import poll_status
 from hpcjobs.sweep.prepare import PreparedSweep, prepare_sweep
 from hpcjobs.sweep.remote import use_recorded
-from hpcjobs.sweep.submitter import SubmitReport, SweepSubmitter, open_ledger, submitted_job_ids
+from hpcjobs.sweep.submitter import (
+    SubmitReport,
+    SweepSubmitter,
+    open_ledger,
+    pull_sweep_images,
+    submitted_job_ids,
+)
 from hpcjobs.units import format_walltime_slurm
 
 log = logging.getLogger("hpcjobs.sweep")
@@ -101,6 +107,8 @@ def _run_sweep(path: str | Path, *, site: str | None, overrides: Sequence[str], 
     how = {"overrides": list(overrides), "sweep_args": list(sweep_args), "site_arg": site,
            "submit_dir": str(prepared.submit_dir), "throttle": throttle,
            **({"remote": prepared.remote.as_dict()} if prepared.remote is not None else {})}
+    # a new sweep whose image cannot be fetched (containers.pull: submit) leaves nothing behind
+    images = None if resolved.runs_here or (prepared.folder / LEDGER_FILE).exists() else pull_sweep_images(prepared)
     with open_ledger(prepared, force=force, how=how) as ledger:
         deps, records = resolved.upstreams_with(ledger)
         ledger.record_upstreams(records)
@@ -115,7 +123,8 @@ def _run_sweep(path: str | Path, *, site: str | None, overrides: Sequence[str], 
 
             return prepared, run_local(prepared, ledger, workers=workers, progress=progress)
         assert c is not None
-        submitter = SweepSubmitter(prepared, ledger, c, throttle=throttle, progress=progress, after=deps)
+        submitter = SweepSubmitter(prepared, ledger, c, throttle=throttle, progress=progress, after=deps,
+                                   images=images)
         return prepared, submitter.submit()
 
 

@@ -326,12 +326,16 @@ def _submit_once(request: SingleRequest, ledger: Ledger, client: SchedulerClient
         SubmitError: Not queued after an ambiguous answer, transient errors outlasted ``retry``, or
             the queue could not be read to settle an ambiguous answer (the next run looks it up).
     """
+    from hpcjobs.containers.pull import pull_images
     from hpcjobs.output import atomic_write_text
     from hpcjobs.safe_files import user_folder
     from hpcjobs.sweep.chunks import is_transient
 
     (point,) = ledger.pending_points()
     user_folder(request.submit_dir / request.rendered.job.output_dir, what="output_dir")
+    job = request.rendered.job
+    if job.container is not None:  # containers.pull: submit fetches the image before the job is queued
+        pull_images([job.container], job.scheduler)
     last: HpcJobsError | None = None
     for attempt in range(1, retry.attempts + 1):
         token = new_token(ledger.path.parent)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hpcjobs.containers.pull import PulledImage, pull_images
 from hpcjobs.errors import CommandError, CommandTimeout, HpcJobsError, SubmitError, reading_output_of
 from hpcjobs.resolve import ResolvedJob
 from hpcjobs.safe_files import user_folder
@@ -88,6 +89,8 @@ class SubmitReport:
     lost: int = 0
     dry_run_commands: list[list[str]] = field(default_factory=list)
     dry_run_script: str | None = None
+    #: Images ``containers.pull: submit`` made ready before the first job (fetched now, or reused).
+    images: list[PulledImage] = field(default_factory=list)
 
 
 #: Called as ``progress(points_submitted, points_pending_at_start)``.
@@ -140,13 +143,17 @@ class SweepSubmitter:
         sleep: Injected for tests.
         user: Whose queue counts against submit limits (default: the current user).
         after: Jobs every chunk waits for (pipelines: :func:`hpcjobs.sweep.pipeline.dependencies`).
+        images: The images :func:`pull_sweep_images` made ready already (``None``: fetch them before the
+            first chunk).
     """
 
     def __init__(self, prepared: PreparedSweep, ledger: Ledger, client: SchedulerClient, *,
                  throttle: int | None = None, retry: RetryPolicy | None = None,
                  progress: Progress | None = None, sleep: Callable[[float], None] = time.sleep,
-                 user: str | None = None, after: tuple[JobDependency, ...] = ()) -> None:
+                 user: str | None = None, after: tuple[JobDependency, ...] = (),
+                 images: list[PulledImage] | None = None) -> None:
         self.prepared = prepared
+        self.images = images
         self.ledger = ledger
         self.client = client
         self.throttle = throttle if throttle is not None else prepared.site.limits.array_throttle
@@ -187,6 +194,8 @@ class SweepSubmitter:
             if not dry_run:
                 for out_dir in {s.job.output_dir for s in self.prepared.shapes} or {self.prepared.job.output_dir}:
                     user_folder(self.prepared.submit_dir / out_dir, what="output_dir")
+                if self.ledger.pending_ids():  # fetched by the caller already, or now
+                    report.images = self.images if self.images is not None else pull_sweep_images(self.prepared)
             for _round in range(self.retry.attempts):
                 pending = self.ledger.pending_ids()
                 chunks = self._plan(pending, capacity)
@@ -580,6 +589,19 @@ class SweepSubmitter:
     def _next_chunk_number(self) -> int:
         used = self.ledger.max_chunk()
         return 0 if used is None else used + 1
+
+
+def pull_sweep_images(prepared: PreparedSweep) -> list[PulledImage]:
+    """``containers.pull: submit``: fetch the jobs' images on the submitting machine (before any job is queued).
+
+    Raises:
+        ContainerPullError: An image could not be fetched.
+    """
+    jobs = [s.job for s in prepared.shapes] or [prepared.job]
+    containers = [j.container for j in jobs if j.container is not None]
+    if not any(c.pull_from for c in containers):
+        return []
+    return pull_images(containers, prepared.job.scheduler)
 
 
 def submitted_job_ids(ledger: Ledger) -> list[str]:

@@ -143,3 +143,68 @@ def check_cancel_stops_the_container(folder: Path, root: Path, site: Path, timeo
         assert time.monotonic() < deadline, f"containers left 60 s after the cancel: {left}"
         time.sleep(1)
     wait_counts(sweep_id, root, folder, {"CANCELLED": 1}, timeout=120)
+
+
+def check_pull_at_submission(folder: Path, root: Path, site: Path, n: int = 2) -> None:
+    """``containers.pull: submit``: hpcjobs saves the image into the cache before queueing; the jobs run that file.
+
+    The image is a tag made for this test only and removed as soon as ``hpcjobs sweep`` returns, so a
+    job that reached for the tag rather than the OCI archive would fail. A second sweep reuses the
+    archive (``fetched: false``, the file unchanged). An image that cannot be fetched stops the sweep
+    before anything is written or queued: exit 1, Podman's own error shown, no ledger.
+    """
+    import uuid
+
+    tag = f"localhost/hpcjobs-pull-test/{uuid.uuid4().hex[:12]}:1"
+    cache = folder / "images"
+    pulled = folder / f"{site.stem}-pulled.yaml"
+    pulled.write_text(site.read_text().replace(f"name: {site.stem}", f"name: {site.stem}-pulled")
+                      + f"  pull: submit\n  image_cache: {cache}\n")
+    (folder / "seen.py").write_text(PROGRAM.replace("if x == 1 and", "if False and"))
+    client(["podman", "tag", IMAGE, tag], timeout=60.0)
+    try:
+        exp = experiment(folder, "podpull", "python3 seen.py", n)
+        exp.write_text(exp.read_text().replace(IMAGE, tag))
+        done = run_hpcjobs("sweep", str(exp), "--site", str(pulled), "--root", str(root), "--json", cwd=folder)
+        assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        client(["podman", "untag", IMAGE, tag], timeout=60.0, check=False)
+    report = json.loads(done.stdout)
+    (image,) = report["images"]
+    assert image["fetched"] is True and image["reference"] == tag and image["runtime"] == "podman", image
+    archive = Path(image["path"])
+    assert archive.parent == cache and archive.suffix == ".tar" and archive.stat().st_size > 1_000_000, image
+    assert not [p for p in cache.iterdir() if p != archive], list(cache.iterdir())  # no temporary folder left
+    scripts = list((root / report["sweep_id"]).rglob("*.sh"))
+    assert scripts and all(f"oci-archive:{archive}" in s.read_text() for s in scripts if "podman" in s.read_text())
+    wait_counts(report["sweep_id"], root, folder, {"COMPLETED": n})
+    res = run_hpcjobs("results", report["sweep_id"], "--root", str(root), "--json", cwd=folder)
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert sorted(int(r["sq"]) for r in rows) == [x * x for x in range(n)], rows
+    assert {r["containerenv"] for r in rows} == {1}, rows
+
+    # a second sweep of the same image reuses the archive: its jobs run while the tag no longer exists
+    stamp = archive.stat().st_mtime_ns
+    exp.write_text(exp.read_text().replace("name: podpull", "name: podpull2"))
+    again = run_hpcjobs("sweep", str(exp), "--site", str(pulled), "--root", str(root), "--json", cwd=folder)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [i["fetched"] for i in json.loads(again.stdout)["images"]] == [False]
+    assert archive.stat().st_mtime_ns == stamp
+    wait_counts(json.loads(again.stdout)["sweep_id"], root, folder, {"COMPLETED": n})
+
+    # an image nobody can fetch: nothing is queued
+    missing = experiment(folder, "podmissing", "python3 seen.py", n)
+    missing.write_text(missing.read_text().replace(IMAGE, "localhost/hpcjobs-pull-test/missing:1"))
+    failed = run_hpcjobs("sweep", str(missing), "--site", str(pulled), "--root", str(root), "--json", cwd=folder)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "could not fetch image localhost/hpcjobs-pull-test/missing:1 with podman" in failed.stderr, failed.stderr
+    assert "nothing was submitted" in failed.stderr and "registry" in failed.stderr, failed.stderr
+    seen = 0
+    for ledger_folder in (p for p in root.iterdir() if (p / "ledger.sqlite").exists()):
+        with Ledger.open(ledger_folder) as ledger:
+            if ledger.meta.experiment_path.endswith("podmissing.yaml"):
+                seen += 1
+                assert ledger.submissions(with_points=False) == [], "a job was submitted"
+                assert [p.job_id for p in ledger.points()] == [None] * n
+    assert seen == 0, "a ledger was written for a sweep whose image could not be fetched"

@@ -17,6 +17,7 @@ from containers.real_podman import (
     HOSTFS,
     PODMAN,
     check_cancel_stops_the_container,
+    check_pull_at_submission,
     check_sweep,
     point_ids,
     sweep,
@@ -43,6 +44,10 @@ def test_a_sweep_in_podman_fails_resubmits_and_gives_its_results(podman_folder: 
 
 def test_scancel_of_a_point_stops_its_container(podman_folder: Path):
     check_cancel_stops_the_container(podman_folder, podman_folder / "sweeps", SITE)
+
+
+def test_an_image_fetched_at_submission_runs_every_point(podman_folder: Path):
+    check_pull_at_submission(podman_folder, podman_folder / "sweeps", SITE)
 
 
 def test_torchrun_two_ranks_gloo_inside_one_container(podman_folder: Path):

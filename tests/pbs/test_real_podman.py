@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from containers.real_podman import PODMAN, check_cancel_stops_the_container, check_sweep
+from containers.real_podman import PODMAN, check_cancel_stops_the_container, check_pull_at_submission, check_sweep
 
 pytestmark = pytest.mark.pbs
 
@@ -28,3 +28,7 @@ def test_a_sweep_in_podman_fails_resubmits_and_gives_its_results(podman_folder: 
 
 def test_qdel_of_a_point_stops_its_container(podman_folder: Path):
     check_cancel_stops_the_container(podman_folder, podman_folder / "sweeps", SITE)
+
+
+def test_an_image_fetched_at_submission_runs_every_point(podman_folder: Path):
+    check_pull_at_submission(podman_folder, podman_folder / "sweeps", SITE)

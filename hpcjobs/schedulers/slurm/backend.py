@@ -326,6 +326,12 @@ class SlurmBackend(BaseBackend):
             return super().container_step_options(container, standalone=standalone)
         return (*containers.ONE_TASK_STEP, *options) if standalone else options
 
+    def container_pull_command(self, container: ResolvedContainer) -> tuple[Word, ...]:
+        """``enroot import --output FILE docker://[REGISTRY#]IMAGE``: a Pyxis image as a ``.sqsh`` file."""
+        if container.runtime != "pyxis":
+            return super().container_pull_command(container)
+        return containers.pyxis_import(container)
+
     def directives(self, job: ResolvedJob) -> list[Directive]:
         """``#SBATCH`` options (:func:`hpcjobs.schedulers.slurm.directives.slurm_directives`)."""
         return slurm_directives(job)

@@ -14,7 +14,7 @@ bundle's ``config.json``, the environment as ``oci.conf`` passes it.
 
 from __future__ import annotations
 
-from hpcjobs.config.container import Raw, ResolvedContainer, Word, path_word
+from hpcjobs.config.container import PULL_TARGET, Raw, ResolvedContainer, Word, path_word
 
 #: The step that runs a command of the batch script (not a launcher's or packed point's step) in the container.
 ONE_TASK_STEP: tuple[Word, ...] = (("srun",), ("--nodes=1",), ("--ntasks=1",))
@@ -51,3 +51,12 @@ def pyxis_options(container: ResolvedContainer) -> tuple[Word, ...]:
 def oci_options(container: ResolvedContainer) -> tuple[Word, ...]:
     """``srun`` options of a step in an OCI bundle (Slurm's ``--container``, set up by ``oci.conf``)."""
     return (("--container=", *path_word(container.image)),)
+
+
+def pyxis_import(container: ResolvedContainer) -> tuple[Word, ...]:
+    """``enroot import --output FILE docker://REF``: the image of ``pull: submit`` as a squashfs file Pyxis runs.
+
+    enroot's URI is ``docker://[USER@][REGISTRY#]IMAGE[:TAG]`` (its ``import`` command's documentation).
+    """
+    assert container.pull_from is not None
+    return (("enroot",), ("import",), ("--output",), (PULL_TARGET,), ("docker://" + pyxis_image(container.pull_from),))

@@ -1,0 +1,143 @@
+#!/bin/bash
+#PBS -N ctr-mpi
+#PBS -q gpu
+#PBS -l select=2:ncpus=8:mpiprocs=4:ompthreads=2
+#PBS -l walltime=00:30:00
+#PBS -l place=scatter
+#PBS -o hpcjobs-logs/ctr-mpi.out
+#PBS -e hpcjobs-logs/ctr-mpi.err
+
+# Rendered by hpcjobs 0.1.0 for site containers-pbs-pull (pbspro).
+set -eo pipefail
+cd "${PBS_O_WORKDIR:-$PWD}"
+
+export OMP_NUM_THREADS=2
+export HPCJOBS_JOB_NAME=ctr-mpi
+export HPCJOBS_SITE=containers-pbs-pull
+
+# >>> hpcjobs launch helpers
+HPCJOBS_NNODES=2
+HPCJOBS_TASKS_PER_NODE=4
+HPCJOBS_NPROC_PER_NODE=4
+HPCJOBS_JOB_ID="${PBS_JOBID:-$$}"
+export HPCJOBS_NNODES HPCJOBS_TASKS_PER_NODE HPCJOBS_NPROC_PER_NODE HPCJOBS_JOB_ID
+
+# The job's hosts, one per line, in node-rank order (the first runs the rendezvous).
+hpcjobs_hosts() {
+    if [ -n "${SLURM_JOB_NODELIST:-}" ]; then
+        scontrol show hostnames "$SLURM_JOB_NODELIST"
+    elif [ -n "${PBS_NODEFILE:-}" ] && [ -r "$PBS_NODEFILE" ]; then
+        awk 'NF && !seen[$1]++ { print $1 }' "$PBS_NODEFILE"
+    else
+        hostname
+    fi
+}
+
+# The number in a job id: its digits before the first '.', the last 9 at most.
+hpcjobs_job_number() {
+    local id="${1%%.*}"
+    id="${id//[^0-9]/}"
+    if [ "${#id}" -gt 9 ]; then id="${id: -9}"; fi
+    echo "$((10#${id:-0}))"
+}
+
+# Rendezvous port: 20000 + job number mod 10000 (the same on every node).
+hpcjobs_rdzv_port() {
+    echo "$((20000 + $(hpcjobs_job_number "$HPCJOBS_JOB_ID") % 10000))"
+}
+
+# This task's global rank under srun or mpiexec (0 in the batch script itself).
+hpcjobs_task_rank() {
+    echo "${SLURM_PROCID:-${PMIX_RANK:-${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-${PALS_RANKID:-0}}}}}"
+}
+
+# DeepSpeed/MPI hostfile: "host slots=N" per host.
+hpcjobs_hostfile() {
+    local host
+    hpcjobs_hosts | while read -r host; do
+        printf '%s slots=%s\n' "$host" "$1"
+    done
+}
+
+# TF_CONFIG of worker RANK: every host's tasks as workers (ports PORT, PORT+1, ...), host by host.
+hpcjobs_tf_config() {
+    local rank="$1" port="$2" per_node="$3" host i sep=""
+    printf '{"cluster": {"worker": ['
+    while read -r host; do
+        for ((i = 0; i < per_node; i++)); do
+            printf '%s"%s:%d"' "$sep" "$host" "$((port + i))"
+            sep=", "
+        done
+    done < <(hpcjobs_hosts)
+    printf ']}, "task": {"type": "worker", "index": %d}}\n' "$rank"
+}
+
+# Run CMD in its own process group with the preemption signal ignored by CMD itself (a launcher such
+# as torchrun must not die of it), forward the signal to the whole group (its workers checkpoint on
+# it), and wait for CMD.
+hpcjobs_signal_group() {
+    local pid status=0
+    set -m
+    (trap '' USR1; exec "$@") &
+    pid=$!
+    set +m
+    # the batch script signals this group through pbsdsh (the PBS launchers do not forward the signal)
+    if [ -n "${HPCJOBS_NODE_RANK:-}" ]; then echo "$pid" >"$HPCJOBS_LAUNCH_DIR/node-$HPCJOBS_NODE_RANK.pgid"; fi
+    trap 'kill -s USR1 -- "-$pid" 2>/dev/null || true' USR1
+    while :; do
+        wait "$pid" && status=0 || status=$?
+        kill -0 "$pid" 2>/dev/null || break
+    done
+    return "$status"
+}
+
+# This job's exported environment and launch functions, for tasks started by pbsdsh or mpiexec
+# (pbsdsh's tasks do not inherit the batch script's environment).
+hpcjobs_write_node_env() {
+    local name
+    (
+        umask 077
+        {
+            for name in $(compgen -e); do
+                case "$name" in
+                    PBS_TASKNUM | PBS_NODENUM | PBS_VNODENUM | PBS_MOMPORT | HOSTNAME | PWD | OLDPWD | SHLVL | BASHOPTS | SHELLOPTS | _) continue ;;
+                esac
+                printf 'export %s=%q\n' "$name" "${!name}"
+            done
+            declare -f hpcjobs_hosts hpcjobs_job_number hpcjobs_task_rank hpcjobs_tf_config hpcjobs_signal_group
+            declare -f hpcjobs_task_main 2>/dev/null || true
+            printf 'cd %q\n' "$PWD"
+        } >"$1"
+    )
+}
+
+# Run hpcjobs_task_main PER_NODE times on every node, with HPCJOBS_NODE_RANK and HPCJOBS_TASK_RANK set
+# (CPUS: cores per task).
+hpcjobs_run_tasks() {
+    local per_node="$1" cpus="$2"
+    local envfile="$HPCJOBS_LAUNCH_DIR/task-env.sh"
+    mkdir -p "$HPCJOBS_LAUNCH_DIR"
+    hpcjobs_write_node_env "$envfile"
+    : "$cpus" # mpiexec --ppn places the ranks; OMP_NUM_THREADS sizes them
+    # shellcheck disable=SC2016  # expanded by each task's shell
+    mpiexec -n "$((HPCJOBS_NNODES * per_node))" --ppn "$per_node" \
+        /bin/bash -c '. "$1"; HPCJOBS_TASK_RANK="$(hpcjobs_task_rank)"; HPCJOBS_NODE_RANK="$((HPCJOBS_TASK_RANK / $2))"; export HPCJOBS_NODE_RANK HPCJOBS_TASK_RANK; hpcjobs_task_main' hpcjobs-task "$envfile" "$per_node"
+}
+# <<< hpcjobs launch helpers
+HPCJOBS_LOG_DIR="$PWD"/hpcjobs-logs
+HPCJOBS_LAUNCH_DIR="$HPCJOBS_LOG_DIR/$HPCJOBS_JOB_NAME-$HPCJOBS_JOB_ID.launch"
+export HPCJOBS_LOG_DIR HPCJOBS_LAUNCH_DIR
+hpcjobs_gpu_sampler_pid=""
+hpcjobs_timer_pid=""
+hpcjobs_launch_cleanup() {
+    if [ -n "$hpcjobs_gpu_sampler_pid" ]; then kill "$hpcjobs_gpu_sampler_pid" 2>/dev/null || true; fi
+    if [ -n "$hpcjobs_timer_pid" ]; then kill "$hpcjobs_timer_pid" 2>/dev/null || true; fi
+}
+trap 'hpcjobs_launch_cleanup' EXIT
+
+
+
+# Container (singularity): the mpi below runs in the job's image.
+
+# MPI: 8 rank(s), 4 per node, 2 core(s) each.
+mpiexec -n 8 --ppn 4 singularity exec --bind /glade/work:/glade/work ${HPCJOBS_SWEEP_DIR:+"--bind=$HPCJOBS_SWEEP_DIR:$HPCJOBS_SWEEP_DIR"} "$HOME"/images/solver.sif ./solver --size 4096
