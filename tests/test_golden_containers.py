@@ -1,11 +1,11 @@
 """Golden scripts of jobs in containers: every runtime × scheduler the container test sites ship.
 
-The sites (``tests/sites/containers-slurm.yaml``, ``containers-pbs.yaml``) list every runtime hpcjobs
-renders for their scheduler (``containers-*-pull.yaml``: images fetched at submission); each
-experiment of ``tests/data/containers/`` is rendered with each runtime (``--set container.runtime=...``):
-a plain GPU command, mounts with a working folder, an ``env:`` list and a secret, torchrun on two nodes, and a packed sweep (each point in its own
-container). A pair the runtime refuses has a golden ``.err`` file instead. Regenerate with
-``pytest tests/test_golden_containers.py --update-golden`` and review the diff.
+The sites (``tests/sites/containers-slurm.yaml``, ``containers-pbs.yaml``) list every runtime hpcjobs renders
+for their scheduler (``containers-*-pull.yaml``: images fetched at submission); each experiment of
+``tests/data/containers/`` is rendered with each runtime (``--set container.runtime=...``): a plain GPU
+command, mounts with a working folder, an ``env:`` list and a secret, torchrun on two nodes, and a packed
+sweep (each point in its own container). A pair the runtime refuses has a golden ``.err`` file instead.
+Regenerate with ``pytest tests/test_golden_containers.py --update-golden`` and review the diff.
 """
 
 from __future__ import annotations
