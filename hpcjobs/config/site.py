@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 import types
 import typing
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     Field,
     GetCoreSchemaHandler,
@@ -201,6 +202,25 @@ class SitePreemption(StrictModel):
     )
 
 
+def _sync_path(value: str) -> str:
+    parts = value.strip("/").split("/")
+    if (not value or value.startswith(("/", "~", "-")) or any(p in ("", ".", "..") for p in parts)
+            or any(ord(c) < 32 or c == "\x7f" for c in value)):
+        raise ValueError(f"{value!r}: a sync entry is a path relative to the submit folder (no /, ~, -, . or .. "
+                         "parts, no control characters), e.g. src/ or train.py")
+    return "/".join(parts)
+
+
+def _sync_pattern(value: str) -> str:
+    if not value or any(ord(c) < 32 or c == "\x7f" for c in value):
+        raise ValueError(f"{value!r}: an exclude is a shell pattern of names or relative paths (e.g. '*.ckpt')")
+    return value
+
+
+SyncPath = Annotated[str, AfterValidator(_sync_path)]
+SyncPattern = Annotated[str, AfterValidator(_sync_pattern)]
+
+
 class SiteRemote(StrictModel):
     """The login node hpcjobs reaches this cluster through when it runs elsewhere (a laptop), over SSH."""
 
@@ -212,6 +232,13 @@ class SiteRemote(StrictModel):
     ssh_config: OneLine | None = Field(None, description="ssh_config file used instead of ~/.ssh/config (ssh -F).")
     options: list[OneLine] = Field(default_factory=list, description="Extra ssh -o options (ProxyJump=bastion).")
     ssh: OneLine = Field("ssh", description="The OpenSSH client program.")
+    sync: list[SyncPath] = Field(
+        default_factory=list, description="Files and folders of the submit folder (relative) copied to the "
+        "login node's workdir before the first job of each submission, so the jobs run this copy of your code "
+        "(only files that changed since the last copy of that run are sent; links are not followed).")
+    sync_exclude: list[SyncPattern] = Field(
+        default_factory=lambda: [".git", "__pycache__", "*.pyc", ".venv", ".ipynb_checkpoints"],
+        description="Names or relative paths (shell patterns) left out of `sync`.")
 
     @model_validator(mode="after")
     def _usable(self) -> SiteRemote:

@@ -106,3 +106,37 @@ def _exit_codes(places: RemotePlaces) -> dict[tuple[str, str], int]:
 
 
 __all__ = ["JOB_OUTPUTS", "fetch_outputs", "recorded_places", "remote_exit_reader", "use_recorded"]
+
+
+def check_code_sync(site: Any, submit_dir: Path) -> None:
+    """Refuse a ``remote.sync`` entry that is missing from ``submit_dir`` or is a link, before anything is written.
+
+    Raises:
+        ConfigError: One problem per entry (key ``remote.sync``).
+    """
+    from hpcjobs.errors import ConfigError, ConfigProblem
+    from hpcjobs.transport.files import sync_problems
+
+    remote = site.remote
+    if remote is None or not remote.sync:
+        return
+    problems = sync_problems(submit_dir, remote.sync)
+    if problems:
+        raise ConfigError([ConfigProblem(f"site {site.name!r}: {text}", key="remote.sync") for text in problems])
+
+
+def send_code(places: RemotePlaces, site: Any, submit_dir: Path, sent: dict[str, tuple[int, int]]) -> list[str]:
+    """The site's ``remote.sync`` files, from ``submit_dir`` to the login node's workdir, where the jobs start.
+
+    Only what changed since ``sent`` says (one session, none when nothing changed). Returns the paths sent.
+
+    Raises:
+        RemoteConnectionError, CommandError: The transfer failed.
+    """
+    from hpcjobs.transport.files import push, sync_filter
+
+    remote = site.remote
+    if remote is None or not remote.sync:
+        return []
+    skip = sync_filter(remote.sync, remote.sync_exclude)
+    return push(transport.use(places.login), submit_dir, places.workdir, skip=skip, sent=sent)

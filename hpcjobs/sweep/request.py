@@ -155,6 +155,9 @@ def over_login_node(prepared: PreparedSweep, remote_option: str | None = None) -
                           prepared.experiment_text, remote_option)
     if login is None:
         return prepared
+    from hpcjobs.sweep.remote import check_code_sync
+
+    check_code_sync(prepared.site, prepared.submit_dir)
     return replace(prepared, remote=transport.places_for(login, prepared.sweep_id, prepared.folder))
 
 

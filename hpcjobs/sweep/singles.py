@@ -230,6 +230,9 @@ def over_ssh(request: SingleRequest, remote_option: str | None = None) -> Single
     login = login_node_of(request.site, request.experiment, str(request.experiment_path), None, remote_option)
     if login is None:
         return request
+    from hpcjobs.sweep.remote import check_code_sync
+
+    check_code_sync(request.site, request.submit_dir)
     places = transport.places_for(login, request.request_id, request.folder)
     return replace(request, remote=places, how={**request.how, "remote": places.as_dict()})
 
@@ -396,8 +399,10 @@ def _staged(request: SingleRequest, script: Path) -> tuple[Path, str | Path]:
     places = request.remote
     if places is None:
         return script, request.submit_dir
+    from hpcjobs.sweep.remote import send_code
     from hpcjobs.transport.files import push
 
+    send_code(places, request.site, request.submit_dir, {})  # the site's remote.sync: the code the job runs
     relative = script.relative_to(request.submit_dir)
     push(transport.use(places.login), script.parent, places.in_workdir(relative.parent.as_posix()),
          skip=lambda rel: rel != script.name, sent={}, also_make=[places.in_workdir(request.rendered.job.output_dir)])

@@ -166,6 +166,8 @@ class SweepSubmitter:
         self._printed: dict[str, str] = {}
         #: Files of the sweep folder sent to the login node in this run (path -> size, mtime).
         self._sent: dict[str, tuple[int, int]] = {}
+        #: Files of the site's ``remote.sync`` sent to the login node's workdir in this run.
+        self._code_sent: dict[str, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------------------ entry point
 
@@ -316,8 +318,10 @@ class SweepSubmitter:
         if places is None:
             return script
         from hpcjobs import transport
+        from hpcjobs.sweep.remote import send_code
         from hpcjobs.transport.files import push
 
+        send_code(places, self.prepared.site, self.prepared.submit_dir, self._code_sent)  # remote.sync
         session = transport.use(places.login)
         out_dirs = sorted({s.job.output_dir for s in self.prepared.shapes} or {self.prepared.job.output_dir})
         made = [places.in_workdir(d) for d in out_dirs]

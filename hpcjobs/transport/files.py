@@ -84,6 +84,38 @@ def local_files(folder: Path, skip: Callable[[str], bool]) -> dict[str, os.stat_
     return found
 
 
+def sync_filter(paths: Sequence[str], exclude: Sequence[str]) -> Callable[[str], bool]:
+    """The ``skip`` of :func:`push` that keeps only ``paths`` (files, or folders and what they hold), less ``exclude``.
+
+    A pattern matches a name at any depth (``__pycache__``, ``*.pyc``) or a whole relative path (``data/*.h5``).
+    """
+    import fnmatch
+
+    wanted = [p.strip("/") for p in paths]
+
+    def skip(rel: str) -> bool:
+        if any(fnmatch.fnmatchcase(rel, pat) or any(fnmatch.fnmatchcase(part, pat) for part in rel.split("/"))
+               for pat in exclude):
+            return True
+        return not any(rel == w or rel.startswith(w + "/") or w.startswith(rel + "/") for w in wanted)
+
+    return skip
+
+
+def sync_problems(folder: Path, paths: Sequence[str]) -> list[str]:
+    """What stops ``paths`` (the site's ``remote.sync``) from being sent from ``folder``: missing or linked entries."""
+    problems = []
+    for rel in paths:
+        path = folder / rel
+        if path.is_symlink():
+            problems.append(f"{rel}: is a symbolic link in {folder}; name the folder or file it points to")
+        elif not path.exists():
+            problems.append(f"{rel}: no such file or folder in {folder}, the submit folder")
+        elif not (path.is_file() or path.is_dir()):
+            problems.append(f"{rel}: is not a regular file or a folder")
+    return problems
+
+
 def push(session: SshSession, folder: Path, remote: str, *, skip: Callable[[str], bool],
          sent: dict[str, tuple[int, int]], also_make: Sequence[str] = ()) -> list[str]:
     """Send the files under ``folder`` that changed since ``sent`` says to ``remote`` (an absolute path there).

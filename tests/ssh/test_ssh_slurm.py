@@ -226,3 +226,54 @@ def test_a_single_job_from_the_laptop(laptop: Path) -> None:
     logs = hpcjobs_cli(["logs", job["job_id"]], cwd=laptop, env={})
     assert logs.returncode == 0 and f"hello from {LOGIN_USER}" in logs.stdout, logs.stdout + logs.stderr
     assert remote(["ls", f"{workdir}/hpcjobs-logs/scripts"]).stdout.strip()
+
+
+def test_the_sites_sync_list_sends_the_code_the_jobs_run(laptop: Path) -> None:
+    """``remote.sync``: the laptop's ``train.py`` and ``src/`` reach the login node's workdir before the first job.
+
+    The jobs import ``src/model.py`` and run ``train.py`` there; what ``sync_exclude`` names (``__pycache__``,
+    a checkpoint pattern) and what the list leaves out (``notes.txt``) stay on the laptop. A second run with a
+    changed ``src/model.py`` sends the new version, and its jobs see it.
+    """
+    site, workdir = remote_site(laptop.parent, BASE_SITE, name="laptop-sync", extra={})
+    doc = site.read_text().replace(f"  workdir: {workdir}\n", f"  workdir: {workdir}\n  sync: [train.py, src/]\n"
+                                   "  sync_exclude: [__pycache__, '*.ckpt']\n")
+    site.write_text(doc)
+    (laptop / "src" / "__pycache__").mkdir(parents=True)
+    (laptop / "src" / "model.py").write_text("VERSION = 1\n")
+    (laptop / "src" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"\0")
+    (laptop / "src" / "big.ckpt").write_bytes(b"\0" * 1024)
+    (laptop / "notes.txt").write_text("stays here\n")
+    (laptop / "train.py").write_text(
+        "import json, os, sys\nsys.path.insert(0, 'src')\nimport model\n"
+        "json.dump({'version': model.VERSION, 'x': int(os.environ['x'])},\n"
+        "          open(os.path.join(os.environ['HPCJOBS_RUN_DIR'], 'metrics.json'), 'w'))\n")
+    exp = ("name: {name}\nresources: {{cpus_per_task: 1, memory: 100M, walltime: 5m}}\ncommand: python3 train.py\n"
+           "results:\n  - {{file: metrics.json}}\nsweep:\n  grid: {{x: [1, 2]}}\n")
+    (laptop / "exp.yaml").write_text(exp.format(name="synced"))
+    sub = hpcjobs_cli(["sweep", "exp.yaml", "--site", str(site), "--json"], cwd=laptop, env={})
+    assert sub.returncode == 0, sub.stderr
+    sweep = json.loads(sub.stdout)["sweep_id"]
+    there = set(remote(["find", workdir, "-maxdepth", "2", "-not", "-path", "*/hpcjobs-sweeps*"]).stdout.split())
+    assert {f"{workdir}/train.py", f"{workdir}/src/model.py"} <= there, there
+    assert not {f"{workdir}/notes.txt", f"{workdir}/src/big.ckpt", f"{workdir}/src/__pycache__"} & there, there
+    assert wait_finished(sweep, laptop)["counts"] == {"COMPLETED": 2}
+    rows = json.loads(hpcjobs_cli(["results", sweep, "--json"], cwd=laptop, env={}).stdout)
+    assert sorted((r["x"], r["version"]) for r in rows) == [(1, 1), (2, 1)], rows
+
+    (laptop / "src" / "model.py").write_text("VERSION = 2\n")
+    (laptop / "exp.yaml").write_text(exp.format(name="synced-again"))
+    sub = hpcjobs_cli(["sweep", "exp.yaml", "--site", str(site), "--json"], cwd=laptop, env={})
+    assert sub.returncode == 0, sub.stderr
+    sweep = json.loads(sub.stdout)["sweep_id"]
+    assert wait_finished(sweep, laptop)["counts"] == {"COMPLETED": 2}
+    rows = json.loads(hpcjobs_cli(["results", sweep, "--json"], cwd=laptop, env={}).stdout)
+    assert {r["version"] for r in rows} == {2}, rows
+
+    # an entry missing from the submit folder stops the sweep before anything is written or sent
+    site.write_text(doc.replace("sync: [train.py, src/]", "sync: [train.py, missing.py]"))
+    (laptop / "exp.yaml").write_text(exp.format(name="synced-missing"))
+    bad = hpcjobs_cli(["sweep", "exp.yaml", "--site", str(site)], cwd=laptop, env={})
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "remote.sync" in bad.stderr and "missing.py: no such file or folder" in bad.stderr, bad.stderr
+    assert not list((laptop / "hpcjobs-sweeps").glob("synced-missing*"))

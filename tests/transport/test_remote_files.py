@@ -230,14 +230,14 @@ def test_a_remote_option_that_is_no_login_is_refused(text: str) -> None:
         parse_remote_option(text)
 
 
-def test_a_remote_block_on_a_site_of_services_is_refused_before_any_connection(tmp_path: Path,
-                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_remote_block_on_a_site_of_services_is_refused_before_any_connection(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Swarm and Kubernetes are reached through their own clients' contexts, not a login node."""
     import dataclasses
 
+    from hpcjobs.config.experiment import Experiment
     from hpcjobs.config.site import SiteRemote
     from hpcjobs.errors import ConfigError
-    from hpcjobs.config.experiment import Experiment
     from hpcjobs.sweep.request import login_node_of
 
     monkeypatch.setattr("hpcjobs.transport.places_for", lambda *a: pytest.fail("connected"))
@@ -269,3 +269,39 @@ def test_a_site_may_jump_through_a_bastion(tmp_path: Path) -> None:
     site.write_text("name: far\nscheduler: slurm\nremote: {host: login, options: [ProxyJump=bastion, "
                     "'ServerAliveInterval 30']}\n")
     assert load_site_file(site).remote.options == ["ProxyJump=bastion", "ServerAliveInterval 30"]
+
+
+# -- remote.sync: which files of the submit folder go -------------------------------------------------------
+
+def test_sync_keeps_the_listed_paths_without_the_excluded_ones(tmp_path: Path) -> None:
+    from hpcjobs.transport.files import local_files, sync_filter
+
+    for rel in ("train.py", "notes.txt", "src/model.py", "src/__pycache__/model.pyc", "src/deep/x.py",
+                "src/big.ckpt", "data/a.h5", "configs/base.yaml", "configs/old/x.yaml", ".git/HEAD", "trainer.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel)
+    (tmp_path / "src" / "link.py").symlink_to(tmp_path / "notes.txt")
+    skip = sync_filter(["train.py", "src/", "configs/base.yaml", "data"], ["__pycache__", "*.ckpt", "data/*.h5"])
+    assert sorted(local_files(tmp_path, skip)) == ["configs/base.yaml", "src/deep/x.py", "src/model.py", "train.py"]
+
+
+def test_sync_problems_name_missing_and_linked_entries(tmp_path: Path) -> None:
+    from hpcjobs.transport.files import sync_problems
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "src")
+    problems = sync_problems(tmp_path, ["src", "missing.py", "linked"])
+    assert len(problems) == 2
+    assert problems[0].startswith("missing.py: no such file or folder")
+    assert problems[1].startswith("linked: is a symbolic link")
+
+
+@pytest.mark.parametrize("entry", ["/etc/passwd", "~/.ssh", "../up", "src/../..", "-rf", ".", "a\nb", "", "a//b"])
+def test_a_sync_entry_outside_the_submit_folder_is_refused(entry: str) -> None:
+    from pydantic import ValidationError
+
+    from hpcjobs.config.site import SiteRemote
+
+    with pytest.raises(ValidationError):
+        SiteRemote.model_validate({"host": "login", "sync": [entry]})
+    assert SiteRemote.model_validate({"host": "login", "sync": ["src/", "a/b.py"]}).sync == ["src", "a/b.py"]
