@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from hpcjobs import __version__
-from hpcjobs.errors import ConfigError, HpcJobsError, terminal_text
+from hpcjobs.errors import ConfigError, ConfigProblem, HpcJobsError, terminal_text
 
 if TYPE_CHECKING:
     from hpcjobs.schedulers.base import Capabilities
@@ -483,12 +483,24 @@ def site_show(name: str, as_json: bool) -> None:
               show_default=True, help="Which scheduler to read.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the site file here (default: stdout).")
 @click.option("--name", help="The site's name (default: the cluster's).")
+@click.option("--remote", metavar="[USER@]HOST[:PORT]", envvar="HPCJOBS_REMOTE",
+              help="Read the scheduler of this login node over SSH; the site file gets a remote: block.")
+@click.option("--ssh-config", type=click.Path(dir_okay=False), metavar="FILE",
+              help="With --remote: the ssh_config file to use instead of ~/.ssh/config (ssh -F), kept in remote:.")
 @handle_errors
-def site_init(scheduler: str, output: str | None, name: str | None) -> None:
+def site_init(scheduler: str, output: str | None, name: str | None, remote: str | None,
+              ssh_config: str | None) -> None:
     """Write a site file from the live scheduler (partitions, nodes, GPUs, limits), each value with its source."""
     from hpcjobs.sites.discover import discover_site, site_yaml, write_site_file
 
-    found = discover_site(scheduler, name=name)
+    if remote is not None:
+        from hpcjobs.transport.discovery import discover_remote_site
+
+        found = discover_remote_site(remote, scheduler=scheduler, name=name, ssh_config=ssh_config)
+    elif ssh_config is not None:
+        raise ConfigError(ConfigProblem("--ssh-config goes with --remote", key="--ssh-config"))
+    else:
+        found = discover_site(scheduler, name=name)
     if output:
         echo(f"wrote {write_site_file(found, output)} (site {found.name}, {len(found.partitions)} partitions)")
     else:

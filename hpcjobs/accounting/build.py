@@ -47,6 +47,10 @@ class ReportRequest:
         plot_dir: Write the figures there.
         plot_format: ``png`` or ``svg``.
         html_file: Write a self-contained HTML page there.
+        remote: ``--remote [USER@]HOST[:PORT]``: ask the scheduler of that login node over SSH (a sweep
+            submitted from this machine over SSH is asked on its own login node without it; a saved file
+            given with ``from_file`` is read here).
+        site: A site (name or file) whose scheduler is asked: over SSH when it has a ``remote:`` block.
     """
 
     filters: ReportFilters = field(default_factory=ReportFilters)
@@ -66,6 +70,8 @@ class ReportRequest:
     plot_dir: str | None = None
     plot_format: str = "png"
     html_file: str | None = None
+    remote: str | None = None
+    site: str | None = None
 
     def check(self) -> None:
         """Refuse options that do not go together, before anything is read.
@@ -220,7 +226,22 @@ def build_report(request: ReportRequest) -> Report:
     """
     request.check()
     notes: list[str] = []
-    df, attempts, sweep_id, gpu = _read(request, notes)
+    from hpcjobs import transport
+    from hpcjobs.transport.login import parse_remote_option
+
+    login = parse_remote_option(request.remote) if request.remote and not request.from_file else None
+    if request.site is not None:
+        from dataclasses import replace
+
+        from hpcjobs.config.sites import load_site
+        from hpcjobs.sweep.request import site_login
+
+        site = load_site(request.site)
+        request = replace(request, scheduler=request.scheduler or site.scheduler)
+        login = None if request.from_file else site_login(site, request.remote)
+    with transport.scope():  # over SSH: one connection for every query of the report
+        transport.use(login)
+        df, attempts, sweep_id, gpu = _read(request, notes)
     from hpcjobs.accounting.reports.rows import input_warnings
 
     notes += reader_notes(df) + input_warnings(df)

@@ -27,6 +27,16 @@ def default_cache_dir() -> Path:
     return user_cache_dir()
 
 
+def accounting_cache_root() -> Path:
+    """The cache folder of the scheduler this scope asks: :func:`default_cache_dir`, or over SSH the login
+    node's own folder under it (:meth:`~hpcjobs.transport.RemoteLogin.cache_folder`), so the windows of two
+    clusters asked from one laptop never mix."""
+    from hpcjobs import transport
+
+    login = transport.current_login()
+    return default_cache_dir() if login is None else login.cache_folder(default_cache_dir())
+
+
 def window_key(argv_shape: Sequence[str], start: datetime, end: datetime) -> str:
     """A stable hex key for one query shape (argv without the window's times) and one window.
 
@@ -46,11 +56,11 @@ class WindowCache:
     """Parquet files of accounting DataFrames, one per finished window.
 
     Args:
-        directory: Where to keep the files; default ``default_cache_dir() / "sacct"``.
+        directory: Where to keep the files; default ``accounting_cache_root() / "sacct"``.
     """
 
     def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
-        self.directory = Path(directory) if directory is not None else default_cache_dir() / "sacct"
+        self.directory = Path(directory) if directory is not None else accounting_cache_root() / "sacct"
 
     def path(self, key: str) -> Path:
         """The file that holds ``key``."""

@@ -168,6 +168,12 @@ def load_sweep_report(filters: ReportFilters, *, all_attempts: bool = False, **r
     with Ledger.open(folder, allow_read_only=True) as ledger:
         meta = ledger.meta
         attempts = sweep_attempts_frame(ledger)
+    from hpcjobs import transport
+
+    if transport.session() is None and read.get("from_file") is None:
+        from hpcjobs.sweep.remote import use_recorded
+
+        use_recorded(meta)  # a sweep submitted over SSH: its login node's accounting (inside build_report's scope)
     if read.get("from_file") is None and read.get("scheduler") is None and has_live_accounting(meta.scheduler):
         read = {**read, "scheduler": meta.scheduler}  # asked live, of the sweep's own scheduler
     if filters.since is None and read.get("from_file") is None:

@@ -19,9 +19,12 @@ if TYPE_CHECKING:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the experiment.")
 @click.option("--days", type=click.IntRange(min=0, max=366), default=14, show_default=True,
               help="Days of accounting history for the queue wait of similar jobs (0: none).")
+@click.option("--remote", metavar="[USER@]HOST[:PORT]", envvar="HPCJOBS_REMOTE",
+              help="Ask the scheduler of this login node over SSH (default: the site's remote:, else this machine's).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
-def plan(experiment: str, site: str | None, overrides: tuple[str, ...], days: int, as_json: bool) -> None:
+def plan(experiment: str, site: str | None, overrides: tuple[str, ...], days: int, remote: str | None,
+         as_json: bool) -> None:
     """Where EXPERIMENT's job would start soonest: every partition (and QOS) of the site, with whether it
     fits, Slurm's estimate (sbatch --test-only), the queue wait of similar jobs and the cost.
 
@@ -31,7 +34,7 @@ def plan(experiment: str, site: str | None, overrides: tuple[str, ...], days: in
     """
     from hpcjobs.plan.api import plan_experiment
 
-    result = plan_experiment(experiment, site=site, overrides=overrides, days=days)
+    result = plan_experiment(experiment, site=site, overrides=overrides, days=days, remote=remote)
     if as_json:
         echo_json(result.to_json(), indent=2)
         return

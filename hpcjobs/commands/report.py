@@ -105,13 +105,16 @@ def _print_tables(tables: dict[str, Any], max_rows: int) -> None:
 @click.option("--plot-format", type=click.Choice(["png", "svg"]), default="png", show_default=True)
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write a self-contained HTML report.")
+@click.option("--site", "site", metavar="NAME", help="Ask this site's scheduler (over SSH when the site has remote:).")
+@click.option("--remote", metavar="[USER@]HOST[:PORT]", envvar="HPCJOBS_REMOTE",
+              help="Query the scheduler of this login node over SSH (a sweep submitted over SSH uses its own).")
 @handle_errors
 def report(since: str | None, until: str | None, users: tuple[str, ...], all_users: bool, accounts: tuple[str, ...],
            partitions: tuple[str, ...], sweep: str | None, all_attempts: bool, scheduler: str | None,
            from_file: str | None, tz: str | None, sacct_fields: str | None, delimiter: str | None,
            gpu_logs: str | None, section: str, table_name: str | None,
            top: int, per_job: bool, columns: str | None, as_csv: bool, as_json: bool, plot_dir: str | None,
-           plot_format: str, html_file: str | None) -> None:
+           plot_format: str, html_file: str | None, site: str | None, remote: str | None) -> None:
     """Efficiency and waste, queue wait and failures of finished jobs.
 
     Queries sacct (Slurm) for the period, or reads a saved scheduler output with --from-file.
@@ -132,7 +135,7 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
         all_users=all_users, sacct_fields=sacct_fields.split(",") if sacct_fields else None, delimiter=delimiter,
         gpu_logs=gpu_logs, section=section, table=table_name, top=top, per_job=per_job,
         columns=columns.split(",") if columns else None, plot_dir=plot_dir, plot_format=plot_format,
-        html_file=html_file))
+        html_file=html_file, remote=remote, site=site))
     for warning in built.warnings:
         echo(f"warning: {warning}", err=True)
     for path in built.written:

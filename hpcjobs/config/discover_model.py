@@ -80,6 +80,7 @@ class DiscoveredSite:
         qos: ``qos_limits`` entries: QOS name → site-schema keys of
             :class:`~hpcjobs.config.site.QosLimits` with their values (Slurm).
         notes: Values left out on purpose, with the reason.
+        remote: ``remote:`` keys with their values, when the scheduler was read over SSH (``--remote``).
     """
 
     name: str
@@ -90,6 +91,7 @@ class DiscoveredSite:
     partitions: list[DiscoveredPartition] = field(default_factory=list)
     qos: dict[str, dict[str, Sourced]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    remote: dict[str, Sourced] = field(default_factory=dict)
 
     def partition(self, name: str) -> DiscoveredPartition | None:
         """The partition entry called ``name``, if any."""
@@ -105,6 +107,8 @@ class DiscoveredSite:
         doc["partitions"] = {p.name: {k: v.value for k, v in p.fields.items()} for p in self.partitions}
         if self.qos:
             doc["qos_limits"] = {q: {k: v.value for k, v in f.items()} for q, f in self.qos.items()}
+        if self.remote:
+            doc["remote"] = {k: v.value for k, v in self.remote.items()}
         return doc
 
 
@@ -145,6 +149,9 @@ def render_site_yaml(site: DiscoveredSite, header: list[str]) -> str:
     lines += [f"name: {yaml_scalar(site.name)}", f"scheduler: {yaml_scalar(site.scheduler)}"]
     if site.cluster:
         lines += ["detect:", f"  cluster_names: [{yaml_scalar(site.cluster)}]"]
+    if site.remote:
+        lines.append("remote:")
+        lines += [_entry("  ", k, v) for k, v in site.remote.items()]
     lines += [_entry("", k, v) for k, v in site.top.items()]
     lines += [f"# {_comment(n)}" for n in site.notes]
     if site.limits:

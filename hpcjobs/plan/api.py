@@ -25,11 +25,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from hpcjobs import process, transport
 from hpcjobs.errors import CommandError, ConfigError, ConfigProblem, HpcJobsError, SchedulerOutputError
 from hpcjobs.plan.billing import BillingWeightsError, parse_billing_weights, request_cost
 from hpcjobs.plan.rank import PlanRow, recommend
 from hpcjobs.schedulers.base import BaseBackend
 from hpcjobs.schedulers.registry import find_backend, get_backend
+from hpcjobs.sweep.request import site_login
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +106,7 @@ class Plan:
 
 def plan_experiment(path: str | Path, *, site: str | None = None, overrides: tuple[str, ...] = (),
                     days: int = DEFAULT_DAYS, history: bool = True, now: datetime | None = None,
-                    cache_dir: str | Path | None = None) -> Plan:
+                    cache_dir: str | Path | None = None, remote: str | None = None) -> Plan:
     """Rows for every partition (and QOS) of the experiment's site, and the recommended one.
 
     Args:
@@ -115,15 +117,25 @@ def plan_experiment(path: str | Path, *, site: str | None = None, overrides: tup
         history: Read the history at all.
         now: The current time (tests).
         cache_dir: Cache folder of the accounting windows (default: the user's cache).
+        remote: ``--remote [USER@]HOST[:PORT]``: ask the scheduler on that login node (default: the site's
+            ``remote:``, else this machine's scheduler).
 
     Raises:
         ConfigError: Bad experiment or site, or a site whose scheduler has no partitions to plan.
+        RemoteConnectionError: ssh could not log in.
     """
     from hpcjobs.config.loading import load_experiment
     from hpcjobs.render.script import load_site_for
 
     experiment, _doc = load_experiment(path, overrides)
     site_config, site_file = load_site_for(experiment, site, ask_scheduler=True)
+    with transport.scope():  # a site's login node (`remote:`, --remote): one SSH connection for the whole plan
+        transport.use(site_login(site_config, remote))  # (and its own accounting cache: accounting_cache_root)
+        return _plan(experiment, site_config, site_file, days=days, history=history, now=now, cache_dir=cache_dir)
+
+
+def _plan(experiment: Any, site_config: Any, site_file: str, *, days: int, history: bool, now: datetime | None,
+          cache_dir: str | Path | None) -> Plan:
     backend = find_backend(site_config.scheduler)
     if backend is None or not backend.plans_partitions or not site_config.partitions:
         raise ConfigError(ConfigProblem(
@@ -244,6 +256,7 @@ def _estimate_starts(rows: list[PlanRow], exp: Any, site: Any, site_file: str, b
     from hpcjobs.resolve import resolve
 
     client = _client(backend, dict(backend.start_estimate_env))
+    over_ssh = process.routed()
     out = []
     with tempfile.TemporaryDirectory(prefix="hpcjobs-plan-") as tmp:
         for i, row in enumerate(rows):
@@ -252,11 +265,17 @@ def _estimate_starts(rows: list[PlanRow], exp: Any, site: Any, site_file: str, b
                 continue
             job = resolve(exp.model_copy(update={"partition": row.partition, "qos": row.qos}), site,
                           site_file=site_file)
+            text = render_job(job, template=exp.template).text
             script = Path(tmp) / f"{i}.sh"
-            script.write_text(render_job(job, template=exp.template).text, encoding="utf-8")
-            argv = backend.start_estimate_argv(script, job.scheduler_partition or row.partition, row.qos)
+            script.write_text(text, encoding="utf-8")
+            if over_ssh:  # the script exists here only: the login node reads it from standard input
+                argv = backend.start_estimate_argv(Path("/dev/stdin"), job.scheduler_partition or row.partition,
+                                                   row.qos)
+            else:
+                argv = backend.start_estimate_argv(script, job.scheduler_partition or row.partition, row.qos)
             try:
-                result = client.run(argv, timeout=ESTIMATE_TIMEOUT_S, check=False, cwd=tmp)
+                result = client.run(argv, timeout=ESTIMATE_TIMEOUT_S, check=False, cwd=None if over_ssh else tmp,
+                                    input=text if over_ssh else None)
             except CommandError as exc:  # not started, or timed out
                 out.append(replace(row, estimate_error=f"{exc}"))
                 continue

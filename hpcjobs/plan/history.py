@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hpcjobs.accounting.cache import WindowCache, default_cache_dir, window_key
+from hpcjobs.accounting.cache import WindowCache, accounting_cache_root, window_key
 from hpcjobs.schedulers.base import BaseBackend
 from hpcjobs.schedulers.registry import find_backend
 
@@ -141,7 +141,7 @@ def load_history(days: int, fetch: Fetch, *, now: datetime | None = None,
         CommandError: sacct failed (and whatever ``fetch`` raises).
     """
     now_ = now or datetime.now(timezone.utc)
-    store = WindowCache(Path(cache_dir or default_cache_dir()) / "plan-wait")
+    store = WindowCache(Path(cache_dir or accounting_cache_root()) / "plan-wait")
     epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
     first = epoch + ((now_ - epoch) // _DAY - (days - 1)) * _DAY
     frames = []

@@ -65,7 +65,7 @@ class SchedulerClient:
     _asked: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
 
     def run(self, argv: Sequence[str], *, timeout: float = QUERY_TIMEOUT_S, check: bool = True,
-            cwd: str | Path | None = None) -> process.CommandResult:
+            cwd: str | Path | None = None, input: str | None = None) -> process.CommandResult:
         """Run one scheduler command through the seam, counting it.
 
         A backend that chooses its executables (``command_paths``: PBS Pro) turns the bare command
@@ -79,7 +79,7 @@ class SchedulerClient:
             else:
                 env = {**os.environ, **self.env} if self.env else os.environ
                 argv = [self.backend.command_path(argv[0], env), *argv[1:]]
-        return process.run_command(argv, timeout=timeout, env=self.env, cwd=cwd, check=check)
+        return process.run_command(argv, timeout=timeout, env=self.env, cwd=cwd, check=check, input=input)
 
     def _remote_command_folder(self) -> str | None:
         """Where the login node keeps the scheduler's commands (asked once per client), or ``None`` (its ``$PATH``)."""

@@ -85,7 +85,8 @@ def detect_scheduler(scheduler: str = "auto") -> Probe | None:
 
 
 def discover_site(scheduler: str = "auto", *, name: str | None = None, user: str | None = None) -> DiscoveredSite:
-    """Read partitions, nodes and limits from the live scheduler.
+    """Read partitions, nodes and limits from the live scheduler (over SSH inside a transport scope that names a
+    login node: :func:`hpcjobs.transport.discovery.discover_remote_site`).
 
     Args:
         scheduler: ``auto`` or the name of a discoverable backend (``slurm``, ``pbspro``, ``torque``).
@@ -95,15 +96,20 @@ def discover_site(scheduler: str = "auto", *, name: str | None = None, user: str
     Raises:
         CommandError: No scheduler answers, or one of its commands failed.
     """
+    return _discover(scheduler, name, user or getpass.getuser())
+
+
+def _discover(scheduler: str, name: str | None, user: str) -> DiscoveredSite:
     probe = detect_scheduler(scheduler)
     if probe is None:
         backend = BACKENDS.get(scheduler)
         wanted = (_in_words(discoverable()) if scheduler == "auto" else
                   backend.display_name if backend is not None else scheduler.capitalize())
         hints = " / ".join(b.probe_hint for b in discoverable())
-        raise CommandError(("site", "init"), None, "", f"no {wanted} scheduler answers on this machine ({hints})",
+        where = "on the login node" if process.routed() else "on this machine"
+        raise CommandError(("site", "init"), None, "", f"no {wanted} scheduler answers {where} ({hints})",
                            reason="no scheduler found")
-    return get_backend(probe.scheduler).discover_site(run_discovery, name, user or getpass.getuser())
+    return get_backend(probe.scheduler).discover_site(run_discovery, name, user)
 
 
 def site_yaml(site: DiscoveredSite, now: datetime | None = None) -> str:

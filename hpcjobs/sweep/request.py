@@ -168,6 +168,27 @@ def login_node_of(site: SiteConfig, experiment: Experiment, experiment_file: str
     Raises:
         ConfigError: As :func:`over_login_node` (nothing is connected to).
     """
+    login = site_login(site, remote_option)
+    if login is None:
+        return None
+    from_env = sorted(name for name, secret in experiment.secrets.items() if secret.env is not None)
+    if from_env:
+        raise ConfigError(ConfigProblem(
+            f"secrets {', '.join(from_env)} are taken from the submitter's environment (`env:`), and over SSH the "
+            f"submitter is the login node's shell, not this machine: put each value in a file on the login node "
+            f"(chmod 600) and name it with `file:` (read by the job when it starts; never sent by hpcjobs)",
+            file=experiment_file, line=_line_of(experiment_text or "", "secrets:"),
+            key="secrets", expected="secrets: {NAME: {file: ~/.NAME}} on a site with remote:"))
+    return login
+
+
+def site_login(site: SiteConfig, remote_option: str | None = None) -> RemoteLogin | None:
+    """The login node of ``site`` (``--remote``, else its ``remote:``) for any command, or ``None``: this machine.
+
+    Raises:
+        ConfigError: ``--remote`` is not ``[USER@]HOST[:PORT]``, or the site's scheduler is not reached through a
+            login node (its jobs are services of a cluster API, or processes of this machine).
+    """
     remote = site.remote
     if remote_option:
         given = parse_remote_option(remote_option)
@@ -181,14 +202,6 @@ def login_node_of(site: SiteConfig, experiment: Experiment, experiment_file: str
     if caps.services or caps.runs_here:
         raise ConfigError(f"site {site.name!r}: `remote:` is for schedulers submitted to from a login node; "
                           f"{site.scheduler} is reached through its own client's context instead")
-    from_env = sorted(name for name, secret in experiment.secrets.items() if secret.env is not None)
-    if from_env:
-        raise ConfigError(ConfigProblem(
-            f"secrets {', '.join(from_env)} are taken from the submitter's environment (`env:`), and over SSH the "
-            f"submitter is the login node's shell, not this machine: put each value in a file on the login node "
-            f"(chmod 600) and name it with `file:` (read by the job when it starts; never sent by hpcjobs)",
-            file=experiment_file, line=_line_of(experiment_text or "", "secrets:"),
-            key="secrets", expected="secrets: {NAME: {file: ~/.NAME}} on a site with remote:"))
     return RemoteLogin(host=remote.host, user=remote.user, port=remote.port, workdir=remote.workdir,
                        ssh_config=remote.ssh_config, options=tuple(remote.options), ssh=remote.ssh)
 
@@ -201,4 +214,5 @@ def _line_of(text: str, start: str) -> int | None:
     return None
 
 
-__all__ = ["ResolvedSweep", "SweepRequest", "Upstreams", "login_node_of", "over_login_node", "resolve_sweep_request"]
+__all__ = ["ResolvedSweep", "SweepRequest", "Upstreams", "login_node_of", "over_login_node", "resolve_sweep_request",
+           "site_login"]

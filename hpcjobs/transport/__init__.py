@@ -136,6 +136,12 @@ def session() -> Any:
     return None if holder is None else holder.session
 
 
+def current_login() -> RemoteLogin | None:
+    """The login node this scope's scheduler commands go to, or ``None`` (this machine's scheduler)."""
+    ssh = session()
+    return None if ssh is None else ssh.login  # type: ignore[no-any-return]
+
+
 def places_for(login: RemoteLogin, sweep_id: str, local_folder: str | os.PathLike[str]) -> RemotePlaces:
     """Where sweep ``sweep_id`` (whose ledger is ``local_folder`` here) goes on ``login``.
 
@@ -150,5 +156,5 @@ def places_for(login: RemoteLogin, sweep_id: str, local_folder: str | os.PathLik
     return RemotePlaces(login, workdir, f"{workdir}/{REMOTE_SWEEPS}/{sweep_id}.{suffix}", ssh.user())
 
 
-__all__ = ["REMOTE_SWEEPS", "RemoteLogin", "RemotePlaces", "places_for", "scope",
+__all__ = ["REMOTE_SWEEPS", "RemoteLogin", "RemotePlaces", "current_login", "places_for", "scope",
            "session", "use"]

@@ -6,8 +6,10 @@ The host may be an alias of the user's ``~/.ssh/config`` (its ``HostName``, ``Us
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hpcjobs.errors import ConfigError
 
@@ -59,6 +61,11 @@ class RemoteLogin:
                                   ssh_config=self.ssh_config, options=self.options, ssh=self.ssh)
         if problems:
             raise ConfigError("remote: " + "; ".join(problems))
+
+    def cache_folder(self, base: Path) -> Path:
+        """This login node's own folder under the accounting cache ``base``: windows of two clusters never mix."""
+        key = hashlib.sha256(f"{self.target}\0{self.port or ''}".encode("utf-8", "surrogateescape")).hexdigest()
+        return base / "remote" / key[:16]
 
     @property
     def target(self) -> str:

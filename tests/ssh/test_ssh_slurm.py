@@ -277,3 +277,53 @@ def test_the_sites_sync_list_sends_the_code_the_jobs_run(laptop: Path) -> None:
     assert bad.returncode == 2, bad.stdout + bad.stderr
     assert "remote.sync" in bad.stderr and "missing.py: no such file or folder" in bad.stderr, bad.stderr
     assert not list((laptop / "hpcjobs-sweeps").glob("synced-missing*"))
+
+
+def test_site_init_plan_and_report_ask_the_login_nodes_scheduler(laptop: Path) -> None:
+    """``site init --remote``, ``plan`` and ``report`` from the laptop: every scheduler command goes over SSH.
+
+    ``site init`` writes a site with a ``remote:`` block from the login node's Slurm; ``plan`` on that site
+    gets Slurm's start estimate (``sbatch --test-only`` of a script sent on its standard input) and the
+    history of ``sacct``; ``report --site`` and ``report --sweep`` (a sweep submitted from the laptop) read
+    the login node's accounting, cached in that login node's own folder.
+    """
+    cache = laptop / "cache"
+    env = {"HPCJOBS_CACHE_DIR": str(cache)}
+    init = hpcjobs_cli(["site", "init", "--remote", "hpcjobs-ssh-testbed", "--ssh-config", str(SSH_CONFIG),
+                        "--name", "from-laptop", "-o", "cluster.yaml"], cwd=laptop, env=env)
+    assert init.returncode == 0, init.stderr
+    text = (laptop / "cluster.yaml").read_text()
+    assert "remote:\n  host: \"hpcjobs-ssh-testbed\"  # --remote\n" in text, text
+    assert "partitions:\n  debug:\n" in text and "scheduler: \"slurm\"" in text, text
+    assert hpcjobs_cli(["site", "validate", "cluster.yaml"], cwd=laptop, env=env).returncode == 0
+
+    (laptop / "exp.yaml").write_text("name: planned\nresources: {cpus_per_task: 1, walltime: 5m}\ncommand: echo hi\n")
+    plan = hpcjobs_cli(["plan", "exp.yaml", "--site", "cluster.yaml", "--json"], cwd=laptop, env=env)
+    assert plan.returncode == 0, plan.stderr
+    result = json.loads(plan.stdout)
+    rows = {r["partition"]: r for r in result["rows"]}
+    assert rows["debug"]["fits"] and rows["debug"]["expected_start"], rows["debug"]
+    assert rows["debug"]["estimate_error"] is None and result["history_error"] is None, result
+    assert result["recommended"]["partition"] in rows, result["recommended"]
+
+    (laptop / "sweep.yaml").write_text(EXPERIMENT.format(name="reported", hostile='"x"'))
+    site, _workdir = remote_site(laptop.parent, BASE_SITE, name="laptop-report")
+    sub = hpcjobs_cli(["sweep", "sweep.yaml", "--site", str(site), "--json"], cwd=laptop, env=env)
+    assert sub.returncode == 0, sub.stderr
+    sweep = json.loads(sub.stdout)["sweep_id"]
+    wait_finished(sweep, laptop)
+    deadline = time.monotonic() + 120
+    while True:  # the accounting record of every task, complete (the jobs have ended)
+        rep = hpcjobs_cli(["report", "--sweep", sweep, "--jobs", "--json"], cwd=laptop, env=env)
+        assert rep.returncode == 0, rep.stderr
+        jobs = json.loads(rep.stdout)["jobs"]
+        if len(jobs) == 3 and all(j["state"] == "COMPLETED" for j in jobs):
+            break
+        assert time.monotonic() < deadline, jobs
+        time.sleep(2)
+    assert {j["user"] for j in jobs} == {LOGIN_USER}
+    mine = hpcjobs_cli(["report", "--site", "cluster.yaml", "--since", "1h", "--user", LOGIN_USER, "--jobs", "--json"],
+                       cwd=laptop, env=env)
+    assert mine.returncode == 0, mine.stderr
+    assert len(json.loads(mine.stdout)["jobs"]) >= 3
+    assert [p.name for p in (cache / "remote").iterdir()] and not (cache / "sacct").exists()
