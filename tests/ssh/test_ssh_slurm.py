@@ -306,7 +306,8 @@ def test_site_init_plan_and_report_ask_the_login_nodes_scheduler(laptop: Path) -
     assert rows["debug"]["estimate_error"] is None and result["history_error"] is None, result
     assert result["recommended"]["partition"] in rows, result["recommended"]
 
-    (laptop / "sweep.yaml").write_text(EXPERIMENT.format(name="reported", hostile='"x"'))
+    (laptop / "sweep.yaml").write_text(EXPERIMENT.format(name="reported", hostile='"x"')
+                                       + f"description: from {laptop}\n")  # a sweep id of its own
     site, _workdir = remote_site(laptop.parent, BASE_SITE, name="laptop-report")
     sub = hpcjobs_cli(["sweep", "sweep.yaml", "--site", str(site), "--json"], cwd=laptop, env=env)
     assert sub.returncode == 0, sub.stderr
@@ -319,7 +320,7 @@ def test_site_init_plan_and_report_ask_the_login_nodes_scheduler(laptop: Path) -
         jobs = json.loads(rep.stdout)["jobs"]
         if len(jobs) == 3 and all(j["state"] == "COMPLETED" for j in jobs):
             break
-        assert time.monotonic() < deadline, jobs
+        assert time.monotonic() < deadline, [(j["job_id"], j["state"], j.get("point_id")) for j in jobs]
         time.sleep(2)
     assert {j["user"] for j in jobs} == {LOGIN_USER}
     mine = hpcjobs_cli(["report", "--site", "cluster.yaml", "--since", "1h", "--user", LOGIN_USER, "--jobs", "--json"],
