@@ -115,7 +115,7 @@ def _load_sweep(folder: Path, jobs: pd.DataFrame | None, cache: bool, results: b
     if results or jobs is None:
         use_recorded(meta)
     if results:
-        fetch_outputs(folder, meta)
+        fetch_outputs(folder, meta, job_ids)
     if jobs is None:
         from hpcjobs.accounting.report_source import query_jobs_of
 
@@ -188,7 +188,8 @@ def sweep_results(sweep: str | Path, *, root: str | Path | None = None, sort: Se
     # no accounting rows were joined: the state is the ledger's (SUBMITTED, RUNNING, ... included)
     frame["state"] = frame["ledger_state"].astype("string")
     with Ledger.open(folder, allow_read_only=True) as ledger:
-        fetch_outputs(folder, ledger.meta)  # a sweep on a login node: new or changed run folders come here
+        # a sweep on a login node: new or changed run folders (and its own logs) come here
+        fetch_outputs(folder, ledger.meta, [s.job_id for s in ledger.submissions(with_points=False) if s.job_id])
     results = results_frame(folder, list(frame["point_id"].astype(str)), cache=cache)
     joined = join_results(frame, results)
     metrics = list(joined.columns[len(frame.columns):-3])

@@ -83,7 +83,8 @@ def sweep_logs(sweep: str | Path, *, root: str | Path | None = None, point: str 
     with transport.scope():  # a sweep on a login node: one SSH connection for its files and its state
         with Ledger.open(folder, allow_read_only=True) as ledger:
             use_recorded(ledger.meta)
-            fetch_outputs(folder, ledger.meta)  # its new run folders and logs come here first
+            # its new run folders and its own logs (by job number) come here first
+            fetch_outputs(folder, ledger.meta, [s.job_id for s in ledger.submissions(with_points=False) if s.job_id])
             single = ledger.meta.extra.get("kind") == "job"
         if poll and wanted:
             sweep_status(folder)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +40,14 @@ def use_recorded(meta: Any) -> RemotePlaces | None:
     return places
 
 
-def fetch_outputs(folder: Path, meta: Any) -> int:
+def fetch_outputs(folder: Path, meta: Any, job_ids: Iterable[str] | None = None) -> int:
     """Bring the run folders and scheduler logs of a remote sweep here (new or changed files only).
 
     Run folders land in ``folder/points``; the jobs' output folders under the submit folder recorded at
-    planning, as a local sweep has them. Returns the number of files fetched (0 for a local sweep).
+    planning, as a local sweep has them. The output folder is shared by every sweep submitted from the
+    same workdir: with ``job_ids`` (the sweep's jobs, from its ledger) only the log files whose names hold
+    one of their numbers come (``train-1517_3.out``, ``train.o2000``); without, all of them. Returns the
+    number of files fetched (0 for a local sweep).
 
     Raises:
         RemoteConnectionError: ssh could not reach the login node.
@@ -63,11 +66,24 @@ def fetch_outputs(folder: Path, meta: Any) -> int:
         output_dir = read_results_spec(folder)[1] or str((meta.extra or {}).get("output_dir") or "")
         submit_dir = (meta.extra or {}).get("submit_dir")
         if output_dir and submit_dir and not output_dir.startswith("/"):
-            logs = pull(session, places.workdir, Path(str(submit_dir)), (output_dir,))
+            logs = pull(session, places.workdir, Path(str(submit_dir)), (output_dir,),
+                        keep=None if job_ids is None else logs_of_jobs(job_ids))
             fetched += len(logs.fetched or [])
     if report.skipped_large:
         log.warning("left on %s (over the size fetched): %s", places.login.target, ", ".join(report.skipped_large[:10]))
     return fetched
+
+
+def logs_of_jobs(job_ids: Iterable[str]) -> Callable[[str], bool]:
+    """Whether a log file's name (its last path part) holds the number of one of ``job_ids`` as a whole number.
+
+    ``1517``, ``1517_3`` (a Slurm array task) and ``2000[].server`` (a PBS array) all count by their leading number.
+    """
+    numbers = sorted({m.group(0) for j in job_ids if (m := re.match(r"[0-9]+", j))})
+    if not numbers:
+        return lambda _rel: False
+    pattern = re.compile(r"(?<![0-9])(?:" + "|".join(numbers) + r")(?![0-9])")
+    return lambda rel: pattern.search(rel.rsplit("/", 1)[-1]) is not None
 
 
 _EXIT_LINE = re.compile(r"points/([0-9a-f]{1,64})/" + re.escape(EXIT_FILE_PREFIX) + r"([0-9a-f]{1,64}):(-?[0-9]{1,4})")

@@ -208,8 +208,10 @@ def _safe_relative(path: str) -> bool:
 
 
 def pull(session: SshSession, remote: str, folder: Path, subfolders: Sequence[str], *,
-         max_file_bytes: int = MAX_FILE_BYTES) -> PullReport:
+         max_file_bytes: int = MAX_FILE_BYTES, keep: Callable[[str], bool] | None = None) -> PullReport:
     """Bring ``remote``/``subfolders`` to ``folder``: only files that are new or changed (size, modification time).
+
+    ``keep``: only the listed files whose relative path it accepts (default: all).
 
     Raises:
         RemoteConnectionError, CommandError: A session failed (what was fetched before stays).
@@ -222,6 +224,8 @@ def pull(session: SshSession, remote: str, folder: Path, subfolders: Sequence[st
     report.listed, report.sessions = len(listed), 1
     wanted: list[RemoteFile] = []
     for f in listed:
+        if keep is not None and not keep(f.path):
+            continue
         if f.size > max_file_bytes:
             report.skipped_large.append(f.path)  # type: ignore[union-attr]
             continue

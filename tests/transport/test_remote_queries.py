@@ -51,3 +51,14 @@ def test_ssh_config_needs_remote_in_site_init(tmp_path: Path) -> None:
 
     done = run_hpcjobs("site", "init", "--ssh-config", str(tmp_path / "cfg"), cwd=tmp_path)
     assert done.returncode == 2 and "--ssh-config goes with --remote" in done.stderr, done.stderr
+
+
+def test_only_the_sweeps_own_logs_are_fetched_from_a_shared_output_folder() -> None:
+    from hpcjobs.sweep.remote import logs_of_jobs
+
+    keep = logs_of_jobs(["1517", "2000[].pbs-server", "88"])
+    assert all(keep(n) for n in ("logs/train-1517_3.out", "train-1517.err", "train.o2000", "x.e2000.3",
+                                 "logs/slurm-88_0.out", "88"))
+    assert not any(keep(n) for n in ("logs/train-15170_3.out", "train-11517.err", "o20001", "1517/other.out",
+                                     "logs/slurm-880.out", "x"))
+    assert not logs_of_jobs([])("train-1517.out")
