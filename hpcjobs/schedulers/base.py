@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
     from hpcjobs.schedulers.estimates import QueueState, StartEstimate
+    from hpcjobs.schedulers.pending import PendingQuery, QueryRun
     from hpcjobs.schedulers.status_table import StatusTable
 
 
@@ -220,6 +221,8 @@ class Capabilities:
         step_container_runtimes: Those of ``container_runtimes`` the scheduler itself starts, as options
             of its job steps (Slurm's ``srun`` with Pyxis, or with ``--container`` and ``oci.conf``):
             ``container_step_options`` renders them.
+        explains_pending: ``explain_pending`` says why jobs wait, in a fixed number of scheduler calls
+            (``hpcjobs why``).
     """
 
     packing: bool = False
@@ -255,6 +258,7 @@ class Capabilities:
     renders_manifest: bool = False
     container_runtimes: frozenset[str] = frozenset()
     step_container_runtimes: frozenset[str] = frozenset()
+    explains_pending: bool = False
 
     def __post_init__(self) -> None:
         if self.failed_upstream not in ("none", "blocked", "deleted"):
@@ -283,6 +287,7 @@ class Capabilities:
 #: The hooks each command capability stands for (``job_ids_as_text`` is on when they are *not* given).
 CAPABILITY_HOOKS: dict[str, tuple[str, ...]] = {
     "columnar_status": ("parse_status_table",),
+    "explains_pending": ("explain_pending",),
     "status_fallback": ("fallback_status_argv", "parse_fallback_status"),
     "cluster_limits": ("config_argv", "parse_limits", "parse_cluster_name"),
     "user_limits": ("user_limits_argv", "parse_user_limits"),
@@ -690,6 +695,16 @@ class BaseBackend(JobIdGrammar):
         """
         del container, standalone
         raise UnsupportedCommand(f"{self.name} starts no container runtime itself")
+
+    def explain_pending(self, job_ids: Sequence[str], run: QueryRun) -> PendingQuery:
+        """Why ``job_ids`` wait (:mod:`hpcjobs.schedulers.pending`), asking through ``run``.
+
+        Raises:
+            UnsupportedCommand: This scheduler does not explain waiting jobs.
+            CommandError: The scheduler's main query failed.
+        """
+        del job_ids, run
+        raise UnsupportedCommand(f"{self.name} does not explain waiting jobs")
 
     def container_pull_command(self, container: ResolvedContainer) -> tuple[Word, ...]:
         """The command that fetches ``container.pull_from`` into the file ``PULL_TARGET`` names (``pull: submit``).

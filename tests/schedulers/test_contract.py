@@ -94,7 +94,7 @@ def _call(backend: BaseBackend, hook: str) -> object:
             "submit_argv_in": (Path("x.sh"), SubmitOptions(), Path(".")), "parse_submit_for": (["x"], "1\n"),
             "start_estimate_argv": (Path("x.sh"), "p", None), "parse_start_estimate": ("", 1), "queue_state_argv": (),
             "submit_argv": (Path("x.sh"), SubmitOptions()),
-            "probe": (_no_run, 1.0), "discover_site": (_no_run, None, "alice")}
+            "probe": (_no_run, 1.0), "discover_site": (_no_run, None, "alice"), "explain_pending": (["1"], _no_run)}
     fn = getattr(backend, hook)
     if hook in args:
         return fn(*args[hook])

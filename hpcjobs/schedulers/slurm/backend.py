@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from hpcjobs.config.container import ResolvedContainer, Word
     from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
+    from hpcjobs.schedulers.pending import PendingQuery, QueryRun
 
 #: Messages with which sacct says accounting is unavailable (then status falls back to squeue).
 ACCOUNTING_UNAVAILABLE = (
@@ -76,7 +77,7 @@ class SlurmBackend(BaseBackend):
                                 walltime_signal=True, discoverable=True,
                                 usage_accounting=True,
                                 container_runtimes=frozenset({"apptainer", "singularity", "podman", "pyxis", "oci"}),
-                                step_container_runtimes=frozenset({"pyxis", "oci"}))
+                                step_container_runtimes=frozenset({"pyxis", "oci"}), explains_pending=True)
     directive_prefix = "#SBATCH"
     array_index_var = "SLURM_ARRAY_TASK_ID"
     job_id_var = "SLURM_JOB_ID"
@@ -325,6 +326,12 @@ class SlurmBackend(BaseBackend):
         else:
             return super().container_step_options(container, standalone=standalone)
         return (*containers.ONE_TASK_STEP, *options) if standalone else options
+
+    def explain_pending(self, job_ids: Sequence[str], run: QueryRun) -> PendingQuery:
+        """``squeue``, ``sprio``, ``sshare`` (and for limit reasons ``sacctmgr``) (:mod:`.why`)."""
+        from hpcjobs.schedulers.slurm.why import explain_pending
+
+        return explain_pending(job_ids, run)
 
     def container_pull_command(self, container: ResolvedContainer) -> tuple[Word, ...]:
         """``enroot import --output FILE docker://[REGISTRY#]IMAGE``: a Pyxis image as a ``.sqsh`` file."""
