@@ -76,15 +76,16 @@ def sweep_metrics(root: str | Path | None = None, sweeps: Sequence[str] = (), *,
     listing = list_sweeps(root, poll=poll)
     poll_seconds = time.monotonic() - started
     chosen = _chosen(listing.sweeps, sweeps, listing.root.path)
-    points = Family("hpcjobs_sweep_points", "gauge", "Points of the sweep in each state (the ledger's, after the poll).")
+    points = Family("hpcjobs_sweep_points", "gauge",
+                    "Points of the sweep in each state (the ledger's, after the poll).")
     total = Family("hpcjobs_sweep_points_planned", "gauge", "Points the sweep has in all.")
     subs = Family("hpcjobs_sweep_submissions", "counter", "Submission attempts of the sweep's chunks, by outcome "
                   "(submitted, failed: refused or not sent, unknown: an ambiguous answer looked up later).")
     created = Family("hpcjobs_sweep_created_timestamp_seconds", "gauge", "When the sweep was planned.", "seconds")
     changed = Family("hpcjobs_sweep_last_change_timestamp_seconds", "gauge", "When a point of the sweep last changed.",
                      "seconds")
-    as_of = Family("hpcjobs_sweep_as_of_timestamp_seconds", "gauge", "When the counts were true (the poll, or the ledger's "
-                   "last change when not polled).", "seconds")
+    as_of = Family("hpcjobs_sweep_as_of_timestamp_seconds", "gauge",
+                   "When the counts were true (the poll, or the ledger's last change when not polled).", "seconds")
     for summary in chosen:
         labels = {"sweep": summary.sweep_id, "site": summary.site, "scheduler": summary.scheduler}
         for state, n in summary.counts.items():
@@ -105,8 +106,9 @@ def sweep_metrics(root: str | Path | None = None, sweeps: Sequence[str] = (), *,
             subs.samples.append(({**labels, "state": state}, by_state.get(state, 0)))
     families = [points, total, subs, created, changed, as_of]
     if poll:
-        families.append(Family("hpcjobs_poll_duration_seconds", "gauge", "Seconds the poll of the sweeps' schedulers took "
-                               "(every sweep listed).", "seconds", [({}, round(poll_seconds, 6))]))
+        families.append(Family("hpcjobs_poll_duration_seconds", "gauge",
+                               "Seconds the poll of the sweeps' schedulers took (every sweep listed).", "seconds",
+                               [({}, round(poll_seconds, 6))]))
         families.append(Family("hpcjobs_poll_scheduler_calls", "gauge", "Scheduler calls the poll made (one per "
                                "scheduler and login node).", "", [({}, listing.scheduler_calls)]))
     return exposition(families)
@@ -121,7 +123,8 @@ def _chosen(summaries: list, wanted: Sequence[str], root: Path) -> list:
     for name in wanted:
         check_id_argument(name, what="sweep", key="SWEEP")
         exact = [s for s in summaries if s.sweep_id == name]
-        matches = exact or [s for s in summaries if s.sweep_id.startswith(name) or s.sweep_id.rsplit("-", 1)[0] == name]
+        matches = exact or [s for s in summaries
+                            if s.sweep_id.startswith(name) or s.sweep_id.rsplit("-", 1)[0] == name]
         if not matches:
             raise ConfigError(ConfigProblem(f"no sweep {name!r} under {root}", key="SWEEP",
                                             choices=tuple(s.sweep_id for s in summaries[:20])))
@@ -155,7 +158,7 @@ def serve_metrics(host: str, port: int, produce: Callable[[], str], *,
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:  # http.server's name for a GET
             if self.path.split("?")[0] not in ("/metrics", "/"):
                 self.send_error(404, "only /metrics is here")
                 return
@@ -170,7 +173,7 @@ def serve_metrics(host: str, port: int, produce: Callable[[], str], *,
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's name)
+        def log_message(self, format: str, *args: object) -> None:  # http.server's signature
             log.debug("metrics: " + format, *args)
 
     server = ThreadingHTTPServer((host, port), Handler)
