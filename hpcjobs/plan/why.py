@@ -30,7 +30,7 @@ log = logging.getLogger("hpcjobs.why")
 CACHE_SECONDS = 10.0
 #: Seconds one query may take.
 QUERY_TIMEOUT_S = 60.0
-_JOB_ID = re.compile(r"[0-9]{1,12}(_[0-9]{1,9})?(\.[A-Za-z0-9.-]{1,200})?")
+_JOB_ID = re.compile(r"[0-9]{1,12}(_[0-9]{1,9}|\[[0-9]{0,9}\])?(\.[A-Za-z0-9.-]{1,200})?")
 
 
 @dataclass

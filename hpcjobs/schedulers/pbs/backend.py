@@ -42,6 +42,7 @@ from hpcjobs.units import format_memory_pbs, is_ascii_digits
 if TYPE_CHECKING:
     from hpcjobs.config.site import SiteConfig
     from hpcjobs.resolve import ResolvedJob
+    from hpcjobs.schedulers.pending import PendingQuery, QueryRun
 
 #: A PBS (and Torque) job id: the sequence number, an array (``123[]``), subjob (``123[4]``) or subjob
 #: range (``123[1-5]``, ``123[1-9:2]``), then the server's name when given (``123.server``, ``123[].srv.org``).
@@ -61,7 +62,8 @@ class PbsProBackend(BaseBackend):
                                 job_ids_as_text=False, command_paths=True, failed_upstream="deleted",
                                 queue_states=True, mail=True,
                                 discoverable=True, usage_accounting=True,
-                                container_runtimes=frozenset({"apptainer", "singularity", "podman"}))
+                                container_runtimes=frozenset({"apptainer", "singularity", "podman"}),
+                                explains_pending=True)
     directive_prefix = "#PBS"
     array_index_var = "PBS_ARRAY_INDEX"
     job_id_var = "PBS_JOBID"
@@ -231,6 +233,12 @@ class PbsProBackend(BaseBackend):
         """Every queue of ``qstat -Q -f -F json`` output, by name."""
         return queues.parse_queue_states(stdout)
 
+    def explain_pending(self, job_ids: Sequence[str], run: QueryRun) -> PendingQuery:
+        """``qstat -f -F json`` of the jobs, and for limit reasons ``qstat -Q -f -F json`` (:mod:`.why`)."""
+        from hpcjobs.schedulers.pbs.why import explain_pending
+
+        return explain_pending(self.check_job_ids(job_ids), run, self.same_job)
+
     # --- sweep hooks ---
 
     def array_log_stem(self, base: Path, name: str, sweep_id: str, chunk: int | None, array_job_id: str | None,
@@ -287,11 +295,13 @@ class TorqueBackend(PbsProBackend):
 
     name = "torque"
     #: queue_states: Torque's qstat prints no JSON (``qstat -Q -f -F json`` is PBS Pro's).
-    capabilities = replace(PbsProBackend.capabilities, queue_states=False)
+    #: explains_pending: the comments are read from qstat's JSON, which Torque's qstat does not print.
+    capabilities = replace(PbsProBackend.capabilities, queue_states=False, explains_pending=False)
     array_index_var = "PBS_ARRAYID"
     job_id_what = "Torque job id"
     queue_state_argv = BaseBackend.queue_state_argv
     parse_queue_states = BaseBackend.parse_queue_states
+    explain_pending = BaseBackend.explain_pending
 
     # --- accounting and plan hooks ---
 

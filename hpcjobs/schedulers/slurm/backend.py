@@ -331,7 +331,7 @@ class SlurmBackend(BaseBackend):
         """``squeue``, ``sprio``, ``sshare`` (and for limit reasons ``sacctmgr``) (:mod:`.why`)."""
         from hpcjobs.schedulers.slurm.why import explain_pending
 
-        return explain_pending(job_ids, run)
+        return explain_pending(self.check_job_ids(job_ids), run)
 
     def container_pull_command(self, container: ResolvedContainer) -> tuple[Word, ...]:
         """``enroot import --output FILE docker://[REGISTRY#]IMAGE``: a Pyxis image as a ``.sqsh`` file."""
