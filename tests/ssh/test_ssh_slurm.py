@@ -248,7 +248,9 @@ def test_the_sites_sync_list_sends_the_code_the_jobs_run(laptop: Path) -> None:
         "import json, os, sys\nsys.path.insert(0, 'src')\nimport model\n"
         "json.dump({'version': model.VERSION, 'x': int(os.environ['x'])},\n"
         "          open(os.path.join(os.environ['HPCJOBS_RUN_DIR'], 'metrics.json'), 'w'))\n")
+    # no __pycache__ of the jobs' own there: the one looked for is the laptop's, which must not be sent
     exp = ("name: {name}\nresources: {{cpus_per_task: 1, memory: 100M, walltime: 5m}}\ncommand: python3 train.py\n"
+           "environment: {{PYTHONDONTWRITEBYTECODE: '1'}}\n"
            "results:\n  - {{file: metrics.json}}\nsweep:\n  grid: {{x: [1, 2]}}\n")
     (laptop / "exp.yaml").write_text(exp.format(name="synced"))
     sub = hpcjobs_cli(["sweep", "exp.yaml", "--site", str(site), "--json"], cwd=laptop, env={})
