@@ -1,7 +1,8 @@
 """``hpcjobs why`` without a testbed: targets, the short cache, and a scheduler that explains nothing.
 
 The scheduler's answer is a real one (OpenPBS 23.06.06, tests/data/pbs/openpbs-real), handed out by the
-process seam's local runner; the real cases run on the testbeds (tests/integration/test_why_slurm.py, tests/pbs/test_why_pbs.py).
+process seam's local runner; the real cases run on the testbeds (tests/integration/test_why_slurm.py,
+tests/pbs/test_why_pbs.py).
 """
 
 from __future__ import annotations
