@@ -99,7 +99,10 @@ def explain_waiting(target: str, *, root: str | Path | None = None, site: str | 
         if not job_ids:
             return WhyReport(sweep_id or target, scheduler, [], PendingQuery(notes=["nothing of it was submitted"]),
                              sweep_id=sweep_id)
-        runner = _CachedRun(Path(cache_dir) if cache_dir else _default_cache(), fresh)
+        from hpcjobs.schedulers.client import SchedulerClient
+
+        # through the scheduler's client: the backend's own executables (PBS's qstat, not a Slurm wrapper's)
+        runner = _CachedRun(Path(cache_dir) if cache_dir else _default_cache(), fresh, SchedulerClient(backend))
         query = backend.explain_pending(job_ids, runner)
         report = WhyReport(sweep_id or target, scheduler, job_ids, query, runner.hits, sweep_id)
         if plan and sweep_id is not None and query.pending:
@@ -168,10 +171,10 @@ def _default_cache() -> Path:
 
 
 class _CachedRun:
-    """Runs a query through the process seam, reusing an answer younger than :data:`CACHE_SECONDS`."""
+    """Runs a query through the scheduler's client, reusing an answer younger than :data:`CACHE_SECONDS`."""
 
-    def __init__(self, folder: Path, fresh: bool) -> None:
-        self.folder, self.fresh, self.hits = folder, fresh, 0
+    def __init__(self, folder: Path, fresh: bool, client: Any) -> None:
+        self.folder, self.fresh, self.hits, self.client = folder, fresh, 0, client
 
     def __call__(self, argv: list[str]) -> process.CommandResult:
         key = hashlib.sha256(json.dumps(argv).encode("utf-8", "surrogateescape")).hexdigest()[:32]
@@ -181,7 +184,7 @@ class _CachedRun:
             if kept is not None:
                 self.hits += 1
                 return kept
-        result = process.run_command(argv, timeout=QUERY_TIMEOUT_S, check=False)
+        result: process.CommandResult = self.client.run(argv, timeout=QUERY_TIMEOUT_S, check=False)
         self._write(path, argv, result)
         return result
 

@@ -1,8 +1,10 @@
 """``hpcjobs why`` on the real Slurm testbed: each waiting case made for real, then explained.
 
 The cases: a job held by its user (``--hold``), a job waiting for it (``--dependency=afterok``), a job whose
-earliest start is in an hour (``--begin``), a job whose time limit an operator raised beyond its partition's
-(``scontrol update TimeLimit``; ``EnforcePartLimits=ALL`` refuses such a job at submission), a job that
+earliest start is in an hour (``--begin``), a job whose time limit its partition no longer allows
+(a job that fitted the partition of its own this test makes, whose limit is then lowered: the testbed's
+``EnforcePartLimits=ALL`` refuses a job over the limit at submission, and an operator's own raise of a job's
+limit is trusted and runs), a job that
 needs every CPU of the node while another holds one, and a sweep held by a QOS that lets a user run one
 job at a time (``MaxJobsPerUser=1``, a QOS of this test's own, removed after it). Every answer must name
 the scheduler's reason, explain it in words, and come from a fixed number of scheduler calls (``calls``
@@ -24,6 +26,7 @@ pytestmark = pytest.mark.slurm
 
 SITE = Path(__file__).resolve().parent.parent / "sites" / "hpctest.yaml"
 QOS = "hpcjobs-why"
+PARTITION = "hpcjobs-why"
 
 
 def _sbatch(*options: str, cwd: str) -> str:
@@ -51,7 +54,16 @@ def _reason_of(job_id: str, cwd: str, want: set[str], timeout: float = 60.0) -> 
         time.sleep(2)
 
 
-def test_held_dependent_delayed_and_oversized_jobs_are_explained(slurm_testbed, slurm_workdir):
+@pytest.fixture
+def own_partition(slurm_testbed):
+    """A partition of this test's own (the node's, 30 minutes at most), deleted after it."""
+    run_command(["scontrol", "create", f"PartitionName={PARTITION}", "Nodes=ALL", "MaxTime=00:30:00", "State=UP"],
+                timeout=30)
+    yield PARTITION
+    run_command(["scontrol", "delete", f"PartitionName={PARTITION}"], timeout=30, check=False)
+
+
+def test_held_dependent_delayed_and_oversized_jobs_are_explained(own_partition, slurm_workdir):
     jobs: list[str] = []
     try:
         held = _sbatch("--hold", "--time=5", cwd=slurm_workdir)
@@ -60,9 +72,9 @@ def test_held_dependent_delayed_and_oversized_jobs_are_explained(slurm_testbed, 
         jobs.append(waiting)
         later = _sbatch("--begin=now+3600", "--time=5", cwd=slurm_workdir)
         jobs.append(later)
-        long = _sbatch("--hold", "--time=30", "--partition=debug", cwd=slurm_workdir)
+        long = _sbatch("--hold", "--time=20", f"--partition={PARTITION}", cwd=slurm_workdir)
         jobs.append(long)
-        run_command(["scontrol", "update", f"job={long}", "TimeLimit=02:00:00"], timeout=30)
+        run_command(["scontrol", "update", f"PartitionName={PARTITION}", "MaxTime=00:10:00"], timeout=30)
         run_command(["scontrol", "release", long], timeout=30)
 
         job = _reason_of(held, slurm_workdir, {"JobHeldUser"})
@@ -72,7 +84,7 @@ def test_held_dependent_delayed_and_oversized_jobs_are_explained(slurm_testbed, 
         job = _reason_of(later, slurm_workdir, {"BeginTime"})
         assert job["kind"] == "hold" and job["expected_start"], job
         job = _reason_of(long, slurm_workdir, {"PartitionTimeLimit"})
-        assert job["kind"] == "request" and job["time_limit_s"] == 7200 and "time limit" in job["summary"], job
+        assert job["kind"] == "request" and job["time_limit_s"] == 1200 and "time limit" in job["summary"], job
 
         # all four in one question: the same few calls, whatever the number of jobs
         both = run_hpcjobs("-v", "why", ",".join(jobs), "--site", str(SITE), "--fresh", cwd=slurm_workdir)

@@ -46,7 +46,8 @@ def test_a_job_id_is_asked_once_and_answered_from_the_cache_within_seconds(recor
     assert report.scheduler == "pbspro" and report.job_ids == ["9.vm"]
     held = [j for j in report.query.pending if j.job_id == "9.vm"]
     assert held and held[0].reason.code == "HeldUser"
-    assert len(recorded.calls) == 1 and recorded.calls[0][:4] == ["qstat", "-f", "-F", "json"]
+    (call,) = recorded.calls  # qstat as the PBS backend finds it ($PBS_EXEC/bin, else PATH)
+    assert Path(call[0]).name == "qstat" and call[1:5] == ["-E", "-f", "-F", "json"]
     again = explain_waiting("9.vm", site=SITE, cache_dir=tmp_path)
     assert len(recorded.calls) == 1 and again.cached == 1  # the controller was not asked again
     explain_waiting("9.vm", site=SITE, cache_dir=tmp_path, fresh=True)

@@ -1,6 +1,6 @@
 """Why PBS Pro / OpenPBS jobs wait: the job's state, hold types and the scheduler's ``comment``, in two calls.
 
-1. ``qstat -f -F json IDS``: each job's ``job_state`` (``Q`` queued, ``H`` held, ``W`` waiting for its
+1. ``qstat -E -f -F json IDS``: each job's ``job_state`` (``Q`` queued, ``H`` held, ``W`` waiting for its
    ``-a`` time), ``Hold_Types`` (``u`` its owner, ``o`` an operator, ``s`` the system: a dependency),
    ``depend``, ``Execution_Time``, ``Priority``, ``estimated.start_time`` when the scheduler estimates
    it, and ``comment``, where the scheduler writes why it did not run the job in its last cycle
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from hpcjobs.errors import CommandError, SchedulerOutputError
@@ -34,7 +34,8 @@ _COMMENTS: tuple[tuple[re.Pattern[str], str, str, str, ReasonKind], ...] = tuple
          "the resources the job asks for are in use by other jobs", "wait for them to be freed", "wait"),
         (r"Not enough free nodes", "NotEnoughFreeNodes", "not enough nodes are free for the job now",
          "wait for nodes to be freed", "wait"),
-        (r"per-user limit|per-group limit|per-project limit|user limit|group limit|max_run|limit reached",
+        (r"has reached .*limit|per-user limit|per-group limit|per-project limit|user limit|group limit|max_run|"
+         r"limit reached",
          "RunLimit", "a limit on how many jobs (or how much of a resource) you (or your group) may run at once is "
          "reached", "wait for your other jobs to finish", "limit"),
         (r"conflict with reservation or top job|top job", "TopJob", "the job would delay a reservation or the job "
@@ -78,11 +79,11 @@ def _reason(attrs: Mapping[str, Any]) -> tuple[Reason, str]:
 
 
 def _when(value: Any) -> datetime | None:
-    """A PBS time: seconds since the epoch (``-F json``), or ``None``."""
-    try:
-        return datetime.fromtimestamp(int(value), tz=timezone.utc)
-    except (TypeError, ValueError, OverflowError, OSError):
-        return None
+    """A PBS time as ``qstat -f -F json`` writes it (``Mon Dec  7 13:18:27 2026``, the client's local time), or
+    seconds since the epoch; ``None`` when absent or unreadable."""
+    from hpcjobs.schedulers.pbs.accounting_log import parse_pbs_time
+
+    return parse_pbs_time(" ".join(str(value).split()) if isinstance(value, str) else value)
 
 
 def _int(value: Any) -> int | None:
@@ -154,7 +155,8 @@ def explain_pending(job_ids: Sequence[str], run: QueryRun,
         CommandError: ``qstat`` itself failed for another reason than unknown ids.
     """
     query = PendingQuery()
-    argv = ["qstat", "-f", "-F", "json", *job_ids]
+    # -E: one request for all the ids (without it OpenPBS 23.06 prints only the first id's job in -F json)
+    argv = ["qstat", "-E", "-f", "-F", "json", "--", *job_ids]
     query.calls.append(argv)
     result = run(argv)
     if result.returncode != 0 and not result.stdout.strip() and "Unknown Job Id" not in result.stderr:
