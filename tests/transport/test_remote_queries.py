@@ -21,8 +21,8 @@ from hpcjobs.transport.login import RemoteLogin
 def test_a_site_read_over_ssh_names_its_login_node_and_validates() -> None:
     site = DiscoveredSite(name="c1", scheduler="slurm", cluster="c1",
                           partitions=[DiscoveredPartition("debug", {"max_nodes": Sourced(1, "scontrol")})],
-                          remote={"host": Sourced("login.example.org", "--remote"), "user": Sourced("al ice", "--remote"),
-                                  "port": Sourced(2222, "--remote")})
+                          remote={"host": Sourced("login.example.org", "--remote"),
+                                  "user": Sourced("al ice", "--remote"), "port": Sourced(2222, "--remote")})
     text = render_site_yaml(site, ["header"])
     doc = yaml.safe_load(text)
     assert doc["remote"] == {"host": "login.example.org", "user": "al ice", "port": 2222}
