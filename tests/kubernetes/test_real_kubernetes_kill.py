@@ -66,9 +66,18 @@ def test_kill_9_at_random_moments_then_resume(kubernetes: None, tmp_path: Path) 
         assert final.returncode == 0, final.stderr
         sweep_id = next(d.name for d in root.iterdir() if d.name.startswith(f"{name}-"))
 
+        seen: list[object] = []
+
         def done() -> bool:
-            return sweep_status(sweep_id, root=root).done
-        wait_for("the sweep to finish", done, timeout=150, every=1.0)
+            status = sweep_status(sweep_id, root=root)
+            seen[:] = [status.counts]
+            return status.done
+        try:
+            wait_for("the sweep to finish", done, timeout=150, every=1.0)
+        except AssertionError as exc:  # say where it stood: the counts, the submissions, the cluster's Jobs
+            with Ledger.open(root / sweep_id) as ledger:
+                subs = [(s.chunk, s.state, s.job_id) for s in ledger.submissions(with_points=False)]
+            raise AssertionError(f"{exc}; counts {seen}; submissions {subs}; labelled {_labelled(name)}") from exc
         with Ledger.open(root / sweep_id) as ledger:
             assert ledger.summary() == {"COMPLETED": 8}, ledger.summary()
             assert ledger.check_invariants() == []
