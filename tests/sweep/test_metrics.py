@@ -30,7 +30,8 @@ def _families(text: str) -> dict:
 
 
 @pytest.fixture
-def two_sweeps(tmp_path: Path) -> Path:
+def two_sweeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)  # the local runner writes the jobs' logs under the submit folder
     root = tmp_path / "sweeps"
     for name, xs in (("good", [1, 2, 3]), ("half", [0, 1])):
         exp = tmp_path / f"{name}.yaml"
