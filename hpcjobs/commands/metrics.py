@@ -22,10 +22,11 @@ def metrics(sweeps: tuple[str, ...], root: str | None, poll: bool, textfile: str
     --poll the poll's duration), as OpenMetrics text for Prometheus."""
     from hpcjobs.errors import ConfigError, ConfigProblem
     from hpcjobs.sweep.metrics import serve_metrics, sweep_metrics, write_textfile
+    from hpcjobs.units import is_ascii_digits
 
     if listen:
         host, sep, port = listen.rpartition(":")
-        if not sep or not host or not port.isdigit() or int(port) > 65535:
+        if not sep or not host or not is_ascii_digits(port) or int(port) > 65535:
             raise ConfigError(ConfigProblem(f"--listen {listen!r}: give HOST:PORT", key="--listen",
                                             expected="127.0.0.1:9464"))
         serve_metrics(host.strip("[]"), int(port), lambda: sweep_metrics(root, sweeps, poll=poll),

@@ -35,8 +35,12 @@ class Recorded:
 
 
 @pytest.fixture
-def recorded(monkeypatch: pytest.MonkeyPatch) -> Recorded:
+def recorded(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     seam = Recorded()
+    bin_dir = tmp_path_factory.mktemp("pbs-bin")  # a PBS client folder, so the backend picks its qstat
+    (bin_dir / "qstat").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "qstat").chmod(0o755)
+    monkeypatch.setenv("HPCJOBS_PBS_BIN", str(bin_dir))
     monkeypatch.setattr(process, "run_here", seam)  # what a transport scope runs a command with, here
     return seam
 

@@ -22,6 +22,7 @@ from typing import Any
 from hpcjobs.errors import CommandError, SchedulerOutputError
 from hpcjobs.schedulers.pbs.formats import parse_qstat_json
 from hpcjobs.schedulers.pending import PendingJob, PendingQuery, QueryRun, Reason, ReasonKind
+from hpcjobs.units import is_ascii_digits
 
 SOURCE = "OpenPBS's scheduler comments (qstat -f: comment)"
 
@@ -95,7 +96,7 @@ def _int(value: Any) -> int | None:
 
 def _seconds(text: Any) -> int | None:
     parts = str(text or "").split(":")
-    if not parts or not all(p.isdigit() for p in parts) or len(parts) > 3:
+    if not parts or not all(is_ascii_digits(p) for p in parts) or len(parts) > 3:
         return None
     total = 0
     for p in parts:

@@ -22,6 +22,7 @@ from hpcjobs.schedulers.pending import PendingJob, PendingQuery, QueryRun, job_i
 from hpcjobs.schedulers.slurm.discover import slurm_time
 from hpcjobs.schedulers.slurm.discover_qos import parse_parsable2
 from hpcjobs.schedulers.slurm.reasons import explain_reason
+from hpcjobs.units import is_ascii_digits
 
 #: ``squeue --format``: id, state, user, account, partition, QOS, priority, start, submit, time limit,
 #: nodes, CPUs, dependency, reason.
@@ -52,7 +53,7 @@ def _when(text: str) -> datetime | None:
 
 
 def _int(text: str) -> int | None:
-    return int(text) if text.isdigit() else None
+    return int(text) if is_ascii_digits(text) else None
 
 
 def _tasks(job_id: str) -> int:
@@ -63,7 +64,7 @@ def _tasks(job_id: str) -> int:
     total = 0
     for part in match.group("ranges").split("%")[0].split(","):
         first, _, last = part.partition("-")
-        if first.isdigit() and (not last or last.isdigit()):
+        if is_ascii_digits(first) and (not last or is_ascii_digits(last)):
             total += int(last) - int(first) + 1 if last else 1
     return max(total, 1)
 
