@@ -83,8 +83,10 @@ def explain_waiting(target: str, *, root: str | Path | None = None, site: str | 
     check_id_argument(target, what="sweep or job", key="target")
     with transport.scope():
         sweep = _sweep_jobs(target, root)
+        meta = None
         if sweep is not None:
-            sweep_id, scheduler, job_ids = sweep
+            meta, job_ids = sweep
+            sweep_id, scheduler = meta.sweep_id, meta.scheduler
         else:
             if not _JOB_ID.fullmatch(target):
                 raise ConfigError(ConfigProblem(
@@ -105,22 +107,18 @@ def explain_waiting(target: str, *, root: str | Path | None = None, site: str | 
         runner = _CachedRun(Path(cache_dir) if cache_dir else _default_cache(), fresh, SchedulerClient(backend))
         query = backend.explain_pending(job_ids, runner)
         report = WhyReport(sweep_id or target, scheduler, job_ids, query, runner.hits, sweep_id)
-        if plan and sweep_id is not None and query.pending:
-            report.plan, note = _plan_of(target, root)
+        if plan and meta is not None and query.pending:
+            report.plan, note = _plan_of(meta)
             report.notes += [note] if note else []
     log.info("hpcjobs why asked %s %d time(s) (%d answered from the cache): %s", scheduler, len(query.calls),
              runner.hits, "; ".join(" ".join(a[:2]) for a in query.calls))
     return report
 
 
-def _plan_of(target: str, root: str | Path | None) -> tuple[Any, str | None]:
-    """``hpcjobs plan`` of the sweep's experiment as its ledger recorded it, or why there is none."""
+def _plan_of(meta: Any) -> tuple[Any, str | None]:
+    """``hpcjobs plan`` of the sweep's experiment as its ledger (``meta``) recorded it, or why there is none."""
     from hpcjobs.plan.api import plan_experiment
-    from hpcjobs.sweep.find import find_sweep
-    from hpcjobs.sweep.ledger.store import Ledger
 
-    with Ledger.open(find_sweep(target, root), allow_read_only=True) as ledger:
-        meta = ledger.meta
     how = meta.extra or {}
     try:
         overrides = tuple(how.get("overrides", []))
@@ -135,8 +133,8 @@ def _explaining() -> tuple[str, ...]:
     return tuple(sorted(n for n, b in BACKENDS.items() if b.capabilities.explains_pending))
 
 
-def _sweep_jobs(target: str, root: str | Path | None) -> tuple[str, str, list[str]] | None:
-    """The sweep's id, scheduler and submitted job ids (its login node used), or ``None``: no such sweep."""
+def _sweep_jobs(target: str, root: str | Path | None) -> tuple[Any, list[str]] | None:
+    """The sweep's ledger meta and submitted job ids (its login node used), or ``None``: no such sweep."""
     from hpcjobs.sweep.find import find_sweep
     from hpcjobs.sweep.ledger.store import Ledger
     from hpcjobs.sweep.remote import use_recorded
@@ -151,7 +149,7 @@ def _sweep_jobs(target: str, root: str | Path | None) -> tuple[str, str, list[st
         meta = ledger.meta
         job_ids = [s.job_id for s in ledger.submissions(with_points=False) if s.job_id and s.state == "submitted"]
     use_recorded(meta)
-    return meta.sweep_id, meta.scheduler, list(dict.fromkeys(job_ids))
+    return meta, list(dict.fromkeys(job_ids))
 
 
 def _site_scheduler(site: str | None) -> str:

@@ -115,21 +115,13 @@ def sweep_metrics(root: str | Path | None = None, sweeps: Sequence[str] = (), *,
 
 
 def _chosen(summaries: list, wanted: Sequence[str], root: Path) -> list:
+    """The summaries of the sweeps named in ``wanted``, found as ``status`` finds them (:func:`find_sweep`)."""
     if not wanted:
         return summaries
-    from hpcjobs.ids import check_id_argument
+    from hpcjobs.sweep.find import find_sweep
 
-    out = []
-    for name in wanted:
-        check_id_argument(name, what="sweep", key="SWEEP")
-        exact = [s for s in summaries if s.sweep_id == name]
-        matches = exact or [s for s in summaries
-                            if s.sweep_id.startswith(name) or s.sweep_id.rsplit("-", 1)[0] == name]
-        if not matches:
-            raise ConfigError(ConfigProblem(f"no sweep {name!r} under {root}", key="SWEEP",
-                                            choices=tuple(s.sweep_id for s in summaries[:20])))
-        out += [m for m in matches if m not in out]
-    return out
+    folders = [find_sweep(name, root).resolve() for name in wanted]
+    return [s for s in summaries if s.folder.resolve() in folders]
 
 
 def write_textfile(path: str | Path, text: str) -> Path:

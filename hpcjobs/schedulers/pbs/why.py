@@ -20,9 +20,9 @@ from datetime import datetime
 from typing import Any
 
 from hpcjobs.errors import CommandError, SchedulerOutputError
+from hpcjobs.schedulers.pbs.discover import pbs_walltime
 from hpcjobs.schedulers.pbs.formats import parse_qstat_json
 from hpcjobs.schedulers.pending import PendingJob, PendingQuery, QueryRun, Reason, ReasonKind
-from hpcjobs.units import is_ascii_digits
 
 SOURCE = "OpenPBS's scheduler comments (qstat -f: comment)"
 
@@ -94,16 +94,6 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def _seconds(text: Any) -> int | None:
-    parts = str(text or "").split(":")
-    if not parts or not all(is_ascii_digits(p) for p in parts) or len(parts) > 3:
-        return None
-    total = 0
-    for p in parts:
-        total = total * 60 + int(p)
-    return total
-
-
 def _tasks(job_id: str, attrs: Mapping[str, Any]) -> int:
     """An array's queued subjobs (``array_state_count``: ``Queued:3 Running:1 ...``), else 1."""
     counts = str(attrs.get("array_state_count", ""))
@@ -121,7 +111,7 @@ def pending_job(job_id: str, attrs: Mapping[str, Any]) -> PendingJob:
         partition=str(attrs.get("queue", "")), priority=_int(attrs.get("Priority")),
         expected_start=_when(attrs.get("estimated", {}).get("start_time") if isinstance(attrs.get("estimated"), dict)
                              else None) or _when(attrs.get("Execution_Time")),
-        submitted=_when(attrs.get("qtime")), time_limit_s=_seconds(resources.get("walltime")),
+        submitted=_when(attrs.get("qtime")), time_limit_s=pbs_walltime(resources.get("walltime")),
         nodes=_int(resources.get("nodect")), cpus=_int(resources.get("ncpus")),
         dependency=str(attrs.get("depend", "")))
 
