@@ -100,7 +100,8 @@ def load_sweep(sweep: str | Path, *, root: str | Path | None = None, jobs: pd.Da
         ``point_id``, ``index``, the parameters, the fate columns of
         :func:`hpcjobs.accounting.reports.sweeps.sweep_frame` (state, exit code, wait, elapsed,
         efficiencies), plus ``ledger_state`` and ``attempt``, then the metrics, ``result_error``,
-        ``log_out`` and ``log_err``.
+        ``log_out`` and ``log_err``; with the experiment's ``tracking:``, each point's tracker runs:
+        ``wandb_run_id`` and ``wandb_url``, ``mlflow_run_id`` and ``mlflow_url`` (:mod:`hpcjobs.sweep.tracking`).
     """
     folder = find_sweep(sweep, root)
     with transport.scope():  # a sweep on a login node: one SSH connection for its accounting and its files
@@ -155,8 +156,21 @@ def _load_sweep(folder: Path, jobs: pd.DataFrame | None, cache: bool, results: b
     found = results_frame(folder, points["point_id"].array, cache=cache)
     if found["point_id"].equals(frame["point_id"]):  # in the same order: side by side, no join
         rename = {c: f"result_{c}" for c in found.columns if c != "point_id" and c in frame.columns}
-        return pd.concat([frame, found.drop(columns="point_id").rename(columns=rename)], axis=1)
-    return join_results(frame, found)
+        frame = pd.concat([frame, found.drop(columns="point_id").rename(columns=rename)], axis=1)
+    else:
+        frame = join_results(frame, found)
+    return _with_tracker_runs(frame, folder, meta.sweep_id)
+
+
+def _with_tracker_runs(frame: pd.DataFrame, folder: Path, sweep_id: str) -> pd.DataFrame:
+    """``frame`` with the points' tracker runs (``wandb_run_id``, ``mlflow_run_id``, their URLs), if the sweep
+    has ``tracking:`` (:func:`hpcjobs.sweep.tracking.tracking_columns`)."""
+    from hpcjobs.sweep.tracking import tracking_columns
+
+    columns = tracking_columns(folder, sweep_id, [str(p) for p in frame["point_id"]])
+    for name, values in columns.items():
+        frame[name if name not in frame.columns else f"tracking_{name}"] = pd.array(values, dtype="string")
+    return frame
 
 
 def sweep_results(sweep: str | Path, *, root: str | Path | None = None, sort: Sequence[str] = (),

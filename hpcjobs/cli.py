@@ -303,6 +303,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("hpcjobs.commands.report:report", "Efficiency, queue wait and failure reports from accounting data."),
     "plan": ("hpcjobs.commands.plan:plan", "Where a job would start soonest: every partition, estimate, wait, cost."),
     "why": ("hpcjobs.commands.why:why", "Why a sweep's jobs (or a job) wait, and what would change it."),
+    "watch": ("hpcjobs.commands.watch:watch", "A live view of a sweep: states, throughput, running points, failures."),
     "metrics": ("hpcjobs.commands.metrics:metrics", "Sweeps' state as OpenMetrics text for Prometheus (or served)."),
     "advise": ("hpcjobs.commands.advise:advise", "Propose memory, wall time and CPUs from what finished runs used."),
     "sweep": ("hpcjobs.commands.sweep:sweep", "Submit (or resume) the parameter sweep of an experiment."),

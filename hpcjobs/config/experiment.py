@@ -11,6 +11,7 @@ from hpcjobs.config.pack import Pack
 from hpcjobs.config.pipeline import Notify, Upstream, after_json_schema, short_upstreams
 from hpcjobs.config.results import ResultSource, one_or_list_schema
 from hpcjobs.config.sweep import SweepSpec
+from hpcjobs.config.tracking import Tracking
 from hpcjobs.config.types import (
     DirectivePath,
     EnvName,
@@ -197,6 +198,10 @@ class Experiment(StrictModel):
     container: ContainerSpec | None = Field(
         None, description="The image the job's command (or each launcher) runs in: {image: docker://..., mounts: "
         "[/scratch], workdir: /workspace, env: inherit, runtime: auto} (see the Containers page).",
+    )
+    tracking: Tracking | None = Field(
+        None, description="An experiment-tracker run per sweep point, resumed when the point is requeued or "
+        "resubmitted: {wandb: {project: P, entity: E}} and/or {mlflow: {experiment: E, tracking_uri: URI}}.",
     )
 
     @field_validator("after", mode="before")

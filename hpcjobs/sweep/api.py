@@ -116,6 +116,9 @@ def _run_sweep(path: str | Path, *, site: str | None, overrides: Sequence[str], 
 
         write_results_spec(prepared.folder, result_sources(prepared.experiment.results),
                            output_dir=prepared.job.output_dir)
+        from hpcjobs.sweep.tracking import write_tracking_spec
+
+        write_tracking_spec(prepared.folder, prepared.experiment.tracking, prepared.experiment.name)
         if resolved.runs_here:
             if detach:
                 return prepared, _detach_local(prepared, workers)

@@ -177,7 +177,7 @@ def name_of(sweep_id: str) -> str:
 
 #: Keys added to the experiment after sweeps were first identified, left out of the digest while unset
 #: (empty or null), so that adding them to the schema does not change the id of any existing sweep.
-OMITTED_WHEN_UNSET: tuple[str, ...] = ("after", "notify", "pack", "container")
+OMITTED_WHEN_UNSET: tuple[str, ...] = ("after", "notify", "pack", "container", "tracking")
 
 
 def experiment_digest(experiment: Experiment) -> str:

@@ -207,7 +207,7 @@ def array_job_for_chunk(prepared: PreparedSweep, chunk: int, size: int, throttle
     which exports the parameters of this array index, then makes the point's run folder with its
     ``params.json``: one script serves every point, and a parameter value never becomes shell code.
     """
-    base = with_parameters_passed(job or prepared.job, prepared.points)
+    base = with_tracking(with_parameters_passed(job or prepared.job, prepared.points), prepared)
     if active_pack(prepared) is not None:  # several points per task
         return packed_array_job(prepared, chunk, size, throttle, base, _chunk_logs(prepared, chunk, base))
     index_var = job_env_of(prepared.site.scheduler).array_index_var
@@ -239,6 +239,27 @@ def with_parameters_passed(job: ResolvedJob, points: Sequence[Point]) -> Resolve
     if not added:
         return job
     return replace(job, container=replace(job.container, job_env=job.container.job_env + added))
+
+
+def with_tracking(job: ResolvedJob, prepared: PreparedSweep) -> ResolvedJob:
+    """``job`` whose points join their tracker runs (the experiment's ``tracking:``) after its ``setup:`` lines.
+
+    The lines go at the end of ``setup``, which every point runs once (a packed task runs it per point),
+    so the tracker's ``python3`` is the experiment's environment's. A container that passes only the
+    variables it is told of is told the trackers' (:data:`hpcjobs.sweep.tracking.TRACKER_ENV`).
+    """
+    tracking = prepared.experiment.tracking
+    if tracking is None:
+        return job
+    from hpcjobs.sweep.tracking import TRACKER_ENV, tracking_lines
+
+    lines = tracking_lines(tracking, prepared.sweep_id, prepared.experiment.name,
+                           job_env_of(prepared.site.scheduler).job_id_var)
+    container = job.container
+    if container is not None:
+        added = tuple(n for n in TRACKER_ENV if n not in container.job_env)
+        container = replace(container, job_env=container.job_env + added)
+    return replace(job, setup=job.setup + lines, container=container)
 
 
 def _chunk_logs(prepared: PreparedSweep, chunk: int, job: ResolvedJob) -> tuple[str, ...]:

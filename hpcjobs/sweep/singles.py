@@ -218,6 +218,9 @@ def submit_single(path: str | Path, *, site: str | None = None, overrides: Seque
     with transport.scope():  # a site's login node (`remote:`): one SSH connection for the whole call
         request = over_ssh(prepare_single(path, site=site, overrides=overrides, root=root, submit_dir=submit_dir,
                                           refresh_site=refresh_site, new=new), remote)
+        if request.experiment.tracking is not None:
+            log.warning("%s: tracking: gives sweep points their tracker runs; the one job of `hpcjobs submit` "
+                        "gets none (run it as a sweep: hpcjobs sweep)", path)
         return _submit_new(request, client=client, lookup_s=lookup_s, sleep=sleep, user=user, after=after)
 
 

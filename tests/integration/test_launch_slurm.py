@@ -18,11 +18,16 @@ Three jobs are submitted side by side and waited for together:
   signal travels batch shell → srun → the per-node shell → the workers (torchrun itself ignores
   it), both workers see it, the hook runs, and the job ends with the documented exit status 75;
 * ``sampler``: a GPU job with the GPU sampler on: the testbed's GPUs are fake and it has no
-  ``nvidia-smi``, so the job completes and writes no CSV and no error.
+  ``nvidia-smi``, so the job completes and writes no CSV and no error;
+* ``tracked``: a one-point sweep with ``tracking:`` (W&B offline, an MLflow file store), preemptible
+  as ``requeue``: the first run is signalled and requeues itself, and both runs of the point log to
+  the *same* tracker run (one MLflow run with both steps; two W&B offline run folders of one run id,
+  which ``wandb sync`` uploads as one run).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -37,6 +42,7 @@ from hpcjobs.process import run_command
 from hpcjobs.schedulers.client import SchedulerClient
 from hpcjobs.schedulers.registry import get_backend
 from hpcjobs.submit import submit_rendered
+from hpcjobs.sweep.api import run_sweep
 
 pytestmark = pytest.mark.slurm
 
@@ -86,6 +92,51 @@ with open(f"worker-{os.environ['RANK']}.txt", "w") as f:
 '''
 
 
+TRACKED = '''\
+"""Joins the point's W&B and MLflow runs, logs its restart count; the first run waits for SIGUSR1."""
+import json, os, signal, sys, time
+stop = []
+signal.signal(signal.SIGUSR1, lambda *_: stop.append(time.time()))
+import mlflow, wandb
+restart = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+run = wandb.init(config={"lr": -1.0})
+with mlflow.start_run() as active:
+    mlflow.log_metric("restart", restart, step=restart)
+    run.log({"restart": restart})
+    seen = {"wandb": run.id, "group": run.group, "lr": run.config["lr"], "mlflow": active.info.run_id}
+    with open(os.path.join(os.environ["HPCJOBS_RUN_DIR"], f"seen-{restart}.json"), "w") as f:
+        json.dump(seen, f)
+    deadline = time.time() + 55
+    while restart == 0 and not stop and time.time() < deadline:
+        time.sleep(0.2)
+run.finish()
+'''
+
+
+def _tracked_sweep(workdir: Path):
+    """Submit the one-point tracked sweep (see the module's docstring); returns (prepared, job id)."""
+    (workdir / "tracked.py").write_text(TRACKED)
+    for sub in ("wandb-config", "wandb-cache", "mlruns"):
+        (workdir / sub).mkdir(mode=0o777)
+        (workdir / sub).chmod(0o777)
+    env = {"WANDB_SILENT": "true", "WANDB_CONFIG_DIR": str(workdir / "wandb-config"),
+           "WANDB_CACHE_DIR": str(workdir / "wandb-cache"), "WANDB_DATA_DIR": str(workdir / "wandb-cache"),
+           "MLFLOW_ALLOW_FILE_STORE": "true"}
+    exp = workdir / "tracked.yaml"
+    exp.write_text(json.dumps({
+        "name": "it-tracked", "resources": {"walltime": "1m"}, "environment": env,
+        "command": f"{sys.executable} tracked.py",
+        "launch": {"preemptible": True, "signal_seconds": 20, "max_requeues": 1},
+        "sweep": {"grid": {"lr": [0.25]}},
+        "tracking": {"python": sys.executable, "wandb": {"project": "hpcjobs-it", "mode": "offline"},
+                     "mlflow": {"experiment": "hpcjobs-it", "tracking_uri": (workdir / "mlruns").as_uri()}},
+    }))
+    with contextlib.chdir(workdir):
+        prepared, report = run_sweep(exp, site=str(ROOT / "tests" / "sites" / "hpctest.yaml"),
+                                     root=workdir / "sweeps")
+    return prepared, report.job_ids[0]
+
+
 def _render(name: str, spec: dict, site=SITE):
     return render_spec(spec, site, name=f"it-{name}")
 
@@ -130,9 +181,10 @@ def launched(slurm_testbed, tmp_path_factory):
         }, site=SITE_TORCH)
     start = time.monotonic()
     subs = {name: submit_rendered(job, client=client, submit_dir=workdir) for name, job in jobs.items()}
-    rows = slurm_testbed.wait_terminal(*[s.job_id for s in subs.values()], timeout=420)
+    tracked = _tracked_sweep(workdir)
+    rows = slurm_testbed.wait_terminal(*[s.job_id for s in subs.values()], f"{tracked[1]}_0", timeout=420)
     print(f"launch jobs finished in {time.monotonic() - start:.0f} s")
-    return subs, rows, workdir, torch_problem
+    return subs, rows, workdir, torch_problem, tracked
 
 
 def _need_torch(problem: str | None) -> None:
@@ -149,7 +201,7 @@ def _log(workdir: Path, name: str, job_id: str, ext: str) -> str:
 
 
 def test_torchrun_ddp_two_ranks_allreduce(launched):
-    subs, rows, workdir, torch_problem = launched
+    subs, rows, workdir, torch_problem, _ = launched
     _need_torch(torch_problem)
     job_id = subs["ddp"].job_id
     out = _log(workdir, "ddp", job_id, "out")
@@ -167,7 +219,7 @@ def test_torchrun_ddp_two_ranks_allreduce(launched):
 
 
 def test_signal_checkpoint_requeue_resume(launched, slurm_testbed):
-    subs, rows, workdir, _ = launched
+    subs, rows, workdir, _, _ = launched
     job_id = subs["requeue"].job_id
     out, err = _log(workdir, "requeue", job_id, "out"), _log(workdir, "requeue", job_id, "err")
     assert rows[job_id]["State"] == "COMPLETED", out + err
@@ -196,7 +248,7 @@ def test_signal_checkpoint_requeue_resume(launched, slurm_testbed):
 
 
 def test_signal_reaches_torchrun_workers_through_srun(launched):
-    subs, rows, workdir, torch_problem = launched
+    subs, rows, workdir, torch_problem, _ = launched
     _need_torch(torch_problem)
     job_id = subs["ddp-preempt"].job_id
     err = _log(workdir, "ddp-preempt", job_id, "err")
@@ -207,10 +259,46 @@ def test_signal_reaches_torchrun_workers_through_srun(launched):
 
 
 def test_gpu_sampler_without_nvidia_smi_does_nothing(launched):
-    subs, rows, workdir, _ = launched
+    subs, rows, workdir, _, _ = launched
     job_id = subs["sampler"].job_id
     assert rows[job_id]["State"] == "COMPLETED"
     assert _log(workdir, "sampler", job_id, "out").strip() == "CVD=0"
     assert _log(workdir, "sampler", job_id, "err") == ""
     assert not list((workdir / "hpcjobs-logs").glob("*.gpu.csv"))
     assert not os.path.exists(workdir / "hpcjobs-logs" / f"it-sampler-{job_id}.gpu.csv")
+
+
+def test_requeued_point_resumes_its_tracker_runs(launched, monkeypatch):
+    """Both runs of a requeued point log to one MLflow run and one W&B run id; load_sweep names them."""
+    from mlflow.tracking import MlflowClient
+
+    import hpcjobs
+    from hpcjobs.config.tracking import wandb_run_id
+
+    _subs, rows, workdir, _, (prepared, job_id) = launched
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 asks for it to read a file store
+    row = rows[f"{job_id}_0"]
+    (point,) = prepared.points
+    run_dir = prepared.folder / "points" / point.point_id
+    err = (run_dir / "stderr.log").read_text()
+    assert row["State"] == "COMPLETED", err
+    seen = [json.loads((run_dir / f"seen-{r}.json").read_text()) for r in (0, 1)]
+    expected = wandb_run_id(prepared.sweep_id, point.point_id)
+    assert [s["wandb"] for s in seen] == [expected, expected]
+    assert [s["group"] for s in seen] == [prepared.sweep_id] * 2
+    assert [s["lr"] for s in seen] == [0.25, 0.25]  # the point's value, not the code's default
+    assert seen[0]["mlflow"] == seen[1]["mlflow"]
+    client = MlflowClient((workdir / "mlruns").as_uri())
+    experiment = client.get_experiment_by_name("hpcjobs-it")
+    runs = client.search_runs([experiment.experiment_id])
+    assert [r.info.run_id for r in runs] == [seen[0]["mlflow"]]
+    assert [(m.step, m.value) for m in client.get_metric_history(seen[0]["mlflow"], "restart")] == [(0, 0), (1, 1)]
+    assert runs[0].data.params == {"lr": "0.25"}
+    tags = runs[0].data.tags
+    assert tags["hpcjobs.run_key"] == f"{prepared.sweep_id}/{point.point_id}"
+    assert tags["hpcjobs.job_id"].isdigit()  # SLURM_JOB_ID of the array task, set again by the second run
+    offline = sorted(p.name for p in (run_dir / "wandb").glob("offline-run-*"))
+    assert len(offline) == 2 and all(name.endswith("-" + expected) for name in offline), offline
+    frame = hpcjobs.load_sweep(prepared.folder)
+    assert list(frame["wandb_run_id"]) == [expected]
+    assert list(frame["mlflow_run_id"]) == [seen[0]["mlflow"]]

@@ -58,6 +58,30 @@ class LedgerReads:
             args += [-1 if limit is None else max(0, limit), max(0, offset)]
         return [PointRecord(*r) for r in self._read(sql, args)]
 
+    def recent_points(self, state: str | Iterable[str], limit: int) -> list[PointRecord]:
+        """The ``limit`` points in ``state`` (one state or several) that changed last, the latest first."""
+        states = [state] if isinstance(state, str) else list(state)
+        return [PointRecord(*r) for r in self._read(
+            f"SELECT {_POINT_COLS} FROM points WHERE state IN (SELECT value FROM json_each(?)) "
+            "ORDER BY updated_at DESC, idx LIMIT ?", [json.dumps(states), max(0, limit)])]
+
+    def param_names(self) -> list[str]:
+        """Every parameter name any point has, in first-seen order (one pass over the points)."""
+        return [r[0] for r in self._read(
+            "SELECT j.key FROM points, json_each(points.params_json) AS j GROUP BY j.key ORDER BY MIN(points.idx)")]
+
+    def counts_by_params(self, names: Sequence[str]) -> list[tuple[tuple[Any, ...], str, int]]:
+        """Points per (values of the parameters ``names``, state): ``[((v1, v2...), state, n)]``, in order of
+        the values' first point (values as JSON text; ``None`` where a point lacks the parameter)."""
+        if not names:
+            return [((), state, n) for state, n in self.summary().items()]
+        cols = ", ".join(f"json_quote(json_extract(params_json, ?)) AS k{i}" for i in range(len(names)))
+        keys = ", ".join(f"k{i}" for i in range(len(names)))
+        paths = ['$."' + n.replace('\\', '\\\\').replace('"', '\\"') + '"' for n in names]
+        rows = self._read(f"SELECT {cols}, state, COUNT(*), MIN(idx) FROM points GROUP BY {keys}, state "
+                          "ORDER BY MIN(idx)", paths)
+        return [(tuple(r[:len(names)]), r[len(names)], r[len(names) + 1]) for r in rows]
+
     def point_columns(self, columns: Sequence[str]) -> dict[str, tuple[Any, ...]]:
         """Every point's values of ``columns`` (names of :class:`PointRecord` fields; ``index`` is ``idx``),
         one tuple per column in index order: a columnar read, no record per point.
