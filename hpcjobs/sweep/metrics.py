@@ -10,6 +10,11 @@ follows the OpenMetrics exposition format (https://prometheus.io/docs/specs/om/o
 :func:`write_textfile` writes it for node_exporter's textfile collector (a ``.prom`` file, replaced
 atomically so the collector never reads half of it); :func:`serve_metrics` answers ``GET /metrics`` on an
 address of this machine, with a fresh reading for every scrape.
+
+With ``efficiency`` the finished points' CPU, memory and wall-time efficiency come from the scheduler's
+accounting (:func:`hpcjobs.load_sweep`: one windowed, cached ``sacct`` query per sweep; this imports
+pandas) as one **histogram** per sweep and measure, not a sample per point: a sweep may have a million
+points, and a Prometheus series per point would be a million series.
 """
 
 from __future__ import annotations
@@ -48,6 +53,26 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() and abs(value) < 2**53 else repr(float(value))
 
 
+#: The upper bounds of the efficiency histograms' buckets (``+Inf`` added): a ratio, 1 is all of what was asked.
+EFFICIENCY_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+#: Accounting column → metric name stem of its histogram.
+EFFICIENCY_COLUMNS: dict[str, str] = {"cpu_efficiency": "cpu", "mem_efficiency": "memory",
+                                      "time_efficiency": "walltime"}
+#: The label key that names a sample's suffix (``_bucket``, ``_count``, ``_sum``), taken off by :func:`exposition`.
+SUFFIX = "__suffix__"
+
+
+def histogram_samples(labels: dict[str, str], values: Sequence[float],
+                      buckets: Sequence[float] = EFFICIENCY_BUCKETS) -> list[tuple[dict[str, str], float]]:
+    """The samples of one OpenMetrics histogram of ``values``: cumulative ``_bucket`` counts (``le``), ``_count``,
+    ``_sum``."""
+    out = [({**labels, "le": repr(float(b)), SUFFIX: "_bucket"}, sum(1 for v in values if v <= b)) for b in buckets]
+    out.append(({**labels, "le": "+Inf", SUFFIX: "_bucket"}, len(values)))
+    out.append(({**labels, SUFFIX: "_count"}, len(values)))
+    out.append(({**labels, SUFFIX: "_sum"}, round(sum(values), 9)))
+    return out
+
+
 def exposition(families: Sequence[Family]) -> str:
     """``families`` as OpenMetrics text, ending in ``# EOF``."""
     lines: list[str] = []
@@ -56,16 +81,19 @@ def exposition(families: Sequence[Family]) -> str:
         if fam.unit:
             lines.append(f"# UNIT {fam.name} {fam.unit}")
         lines.append(f"# HELP {fam.name} {_escape(fam.help)}")
-        suffix = "_total" if fam.type == "counter" else ""
         for labels, value in fam.samples:
-            text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+            suffix = labels.get(SUFFIX, "_total" if fam.type == "counter" else "")
+            text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items() if k != SUFFIX)
             lines.append(f"{fam.name}{suffix}{{{text}}} {_number(value)}" if text else
                          f"{fam.name}{suffix} {_number(value)}")
     return "\n".join([*lines, "# EOF"]) + "\n"
 
 
-def sweep_metrics(root: str | Path | None = None, sweeps: Sequence[str] = (), *, poll: bool = False) -> str:
+def sweep_metrics(root: str | Path | None = None, sweeps: Sequence[str] = (), *, poll: bool = False,
+                  efficiency: bool = False) -> str:
     """The metrics of ``sweeps`` (ids, names or prefixes; default: every sweep under the root) as OpenMetrics.
+
+    ``efficiency``: add the finished points' efficiency histograms from the scheduler's accounting.
 
     Raises:
         ConfigError: A named sweep is not under the root (exit 2).
@@ -86,6 +114,13 @@ def sweep_metrics(root: str | Path | None = None, sweeps: Sequence[str] = (), *,
                      "seconds")
     as_of = Family("hpcjobs_sweep_as_of_timestamp_seconds", "gauge",
                    "When the counts were true (the poll, or the ledger's last change when not polled).", "seconds")
+    resubmitted = Family("hpcjobs_sweep_point_resubmissions", "counter",
+                         "Times the sweep's points were submitted again (hpcjobs resubmit; a scheduler's own "
+                         "requeue keeps the job and is not counted).")
+    hists = {column: Family(f"hpcjobs_sweep_point_{stem}_efficiency_ratio", "histogram",
+                            f"The finished points' {stem} efficiency (used / asked, from the scheduler's "
+                            "accounting; above 1: more than asked).", "ratio")
+             for column, stem in EFFICIENCY_COLUMNS.items()}
     for summary in chosen:
         labels = {"sweep": summary.sweep_id, "site": summary.site, "scheduler": summary.scheduler}
         for state, n in summary.counts.items():
@@ -99,12 +134,18 @@ def sweep_metrics(root: str | Path | None = None, sweeps: Sequence[str] = (), *,
                 by_state: dict[str, int] = {}
                 for sub in ledger.submissions(with_points=False):
                     by_state[sub.state] = by_state.get(sub.state, 0) + 1
+                resubmitted.samples.append((labels, ledger.resubmissions()))
         except LedgerError as exc:
             log.warning("sweep %s: %s", summary.sweep_id, exc)
             continue
         for state in ("submitted", "failed", "unknown", "submitting"):
             subs.samples.append(({**labels, "state": state}, by_state.get(state, 0)))
-    families = [points, total, subs, created, changed, as_of]
+        if efficiency:
+            for column, values in point_efficiencies(summary.folder).items():
+                hists[column].samples.extend(histogram_samples(labels, values))
+    families = [points, total, subs, created, changed, as_of, resubmitted]
+    if efficiency:
+        families += list(hists.values())
     if poll:
         families.append(Family("hpcjobs_poll_duration_seconds", "gauge",
                                "Seconds the poll of the sweeps' schedulers took (every sweep listed).", "seconds",
@@ -112,6 +153,24 @@ def sweep_metrics(root: str | Path | None = None, sweeps: Sequence[str] = (), *,
         families.append(Family("hpcjobs_poll_scheduler_calls", "gauge", "Scheduler calls the poll made (one per "
                                "scheduler and login node).", "", [({}, listing.scheduler_calls)]))
     return exposition(families)
+
+
+def point_efficiencies(folder: Path) -> dict[str, list[float]]:
+    """The finished points' efficiencies of one sweep (column → values, missing ones left out), from
+    :func:`hpcjobs.load_sweep` (the scheduler's accounting); none where it cannot be read (a warning)."""
+    from hpcjobs.analysis import load_sweep
+    from hpcjobs.errors import HpcJobsError
+
+    try:
+        frame = load_sweep(folder, results=False)
+    except (HpcJobsError, OSError) as exc:
+        log.warning("sweep %s: no efficiency figures: %s", folder.name, exc)
+        return {}
+    out: dict[str, list[float]] = {}
+    for column in EFFICIENCY_COLUMNS:
+        if column in frame.columns:
+            out[column] = [float(v) for v in frame[column].dropna() if float(v) == float(v)]
+    return out
 
 
 def _chosen(summaries: list, wanted: Sequence[str], root: Path) -> list:

@@ -180,7 +180,8 @@ def test_a_point_prefix_needs_the_minimum_length(tmp_path: Path, monkeypatch: py
 
 
 COMMANDS = [("cancel", ""), ("status", " "), ("status", ""), ("resubmit", ""), ("results", ""), ("logs", ""),
-            ("report", "--sweep", ""), ("cancel", "\t"), ("cancel", "ly"), ("logs", "\u00a0")]
+            ("report", "--sweep", ""), ("cancel", "\t"), ("cancel", "ly"), ("logs", "\u00a0"), ("watch", ""),
+            ("watch", " "), ("metrics", ""), ("why", "")]
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=[" ".join(repr(a) for a in c) for c in COMMANDS])

@@ -45,6 +45,22 @@ def _advice(sweep_id: str, root: Path) -> dict:
         time.sleep(2)
 
 
+def _efficiency_metrics_of_the_sweep(sweep_id: str, root: Path) -> None:
+    """`hpcjobs metrics --efficiency`: the five points' sacct figures as histograms Prometheus' parser reads."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    result = CliRunner().invoke(main, ["metrics", sweep_id, "--root", str(root), "--efficiency"])
+    assert result.exit_code == 0, result.output
+    fams = {f.name: f for f in text_string_to_metric_families(result.output)}
+    memory = fams["hpcjobs_sweep_point_memory_efficiency_ratio"]
+    buckets = {s.labels["le"]: s.value for s in memory.samples if s.name.endswith("_bucket")}
+    assert buckets["+Inf"] >= 4 and buckets["0.25"] == buckets["+Inf"], buckets  # <= 120 MiB (and Python) of 2 GiB
+    walltime = fams["hpcjobs_sweep_point_walltime_efficiency_ratio"]
+    time_buckets = {s.labels["le"]: s.value for s in walltime.samples if s.name.endswith("_bucket")}
+    assert time_buckets["+Inf"] == 5 and time_buckets["0.5"] == 4, time_buckets  # the TIMEOUT one used it all
+    print(result.output.count("\n"), "lines of metrics; memory buckets", buckets)
+
+
 def test_advise_and_resubmit_right_size(slurm_testbed, tmp_path, monkeypatch):
     tmp_path.chmod(0o777)
     monkeypatch.chdir(tmp_path)
@@ -81,6 +97,8 @@ def test_advise_and_resubmit_right_size(slurm_testbed, tmp_path, monkeypatch):
     assert wait["error"] is None and wait["partition"] == "debug" and wait["history_jobs"] >= 5, wait
     assert wait["walltime_asked_s"] == 60 and wait["wait_asked_jobs"] >= 5 and wait["wait_asked_p50_s"] >= 0, wait
     assert wait["class_asked"] == "<=15m" and wait["class_asked_jobs"] >= wait["wait_asked_jobs"], wait
+
+    _efficiency_metrics_of_the_sweep(prepared.sweep_id, root)
 
     with Ledger.open(prepared.folder) as ledger:
         sleeper = next(p for p in ledger.points() if p.params["mb"] == 0)

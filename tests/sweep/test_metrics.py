@@ -65,6 +65,35 @@ def test_named_sweeps_only_and_an_unknown_one_refused(two_sweeps: Path) -> None:
         sweep_metrics(two_sweeps, [""])  # an empty id would match every sweep
 
 
+def test_resubmissions_are_counted(two_sweeps: Path) -> None:
+    from hpcjobs.sweep.api import resubmit_sweep
+
+    resubmit_sweep("half", root=two_sweeps)  # the failed point runs (and fails) again
+    fams = _families(sweep_metrics(two_sweeps))
+    got = {s.labels["sweep"].rsplit("-", 1)[0]: s.value for s in fams["hpcjobs_sweep_point_resubmissions"].samples}
+    assert got == {"good": 0, "half": 1}
+    assert {s.name for s in fams["hpcjobs_sweep_point_resubmissions"].samples} == {
+        "hpcjobs_sweep_point_resubmissions_total"}
+
+
+def test_efficiency_histograms_parse_and_count_every_finished_point(two_sweeps: Path, monkeypatch) -> None:
+    import hpcjobs.sweep.metrics as metrics
+
+    values = {"cpu_efficiency": [0.05, 0.5, 0.95, 1.7], "mem_efficiency": [0.2], "time_efficiency": []}
+    monkeypatch.setattr(metrics, "point_efficiencies", lambda folder: values)
+    fams = _families(sweep_metrics(two_sweeps, ["good"], efficiency=True))
+    cpu = fams["hpcjobs_sweep_point_cpu_efficiency_ratio"]
+    assert cpu.type == "histogram" and cpu.unit == "ratio"
+    buckets = {s.labels["le"]: s.value for s in cpu.samples if s.name.endswith("_bucket")}
+    assert buckets == {"0.1": 1, "0.25": 1, "0.5": 2, "0.75": 2, "0.9": 2, "1.0": 3, "+Inf": 4}
+    (count,) = [s.value for s in cpu.samples if s.name.endswith("_count")]
+    (total,) = [s.value for s in cpu.samples if s.name.endswith("_sum")]
+    assert count == 4 and total == pytest.approx(3.2)
+    walltime = fams["hpcjobs_sweep_point_walltime_efficiency_ratio"]
+    assert [s.value for s in walltime.samples if s.name.endswith("_count")] == [0]
+    assert "hpcjobs_sweep_point_cpu_efficiency_ratio" not in _families(sweep_metrics(two_sweeps))
+
+
 def test_polling_is_timed(two_sweeps: Path) -> None:
     fams = _families(sweep_metrics(two_sweeps, poll=True))
     (duration,) = fams["hpcjobs_poll_duration_seconds"].samples

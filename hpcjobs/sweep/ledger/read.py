@@ -65,6 +65,11 @@ class LedgerReads:
             f"SELECT {_POINT_COLS} FROM points WHERE state IN (SELECT value FROM json_each(?)) "
             "ORDER BY updated_at DESC, idx LIMIT ?", [json.dumps(states), max(0, limit)])]
 
+    def resubmissions(self) -> int:
+        """Times the sweep's points were submitted again (each point's attempts after its first)."""
+        ((n,),) = self._read("SELECT COALESCE(SUM(attempt - 1), 0) FROM points WHERE attempt > 1")
+        return int(n)
+
     def param_names(self) -> list[str]:
         """Every parameter name any point has, in first-seen order (one pass over the points)."""
         return [r[0] for r in self._read(
