@@ -20,6 +20,7 @@ ledger's states and the metrics each run wrote (:mod:`hpcjobs.sweep.results` rea
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -38,6 +39,7 @@ from hpcjobs.accounting.sweep_attempts import (  # noqa: F401 (public here too)
     params_frame,
     sweep_attempts_frame,
 )
+from hpcjobs.schedulers.registry import capabilities_of
 from hpcjobs.sweep.api import sweep_status
 from hpcjobs.sweep.find import find_sweep
 from hpcjobs.sweep.ledger.store import Ledger
@@ -127,6 +129,11 @@ def _load_sweep(folder: Path, jobs: pd.DataFrame | None, cache: bool, results: b
             start = datetime.fromtimestamp(meta.created_at, tz=timezone.utc) - timedelta(hours=1)
             with values_from(ledger.path):  # the ids' file, should one not be a job id of the scheduler
                 jobs = query(start, job_ids, cache)
+        elif capabilities_of(meta.scheduler).runs_here:  # the local runner measured what it ran
+            from hpcjobs.accounting.sources.local import local_usage_rows
+            from hpcjobs.sweep.local_procs import LocalFiles
+
+            jobs = local_usage_rows(LocalFiles(folder).usages())
         else:
             jobs = empty_frame()
     with Ledger.open(folder, allow_read_only=True) as ledger:  # no accounting rows: no ids to match them by
@@ -171,6 +178,24 @@ def _with_tracker_runs(frame: pd.DataFrame, folder: Path, sweep_id: str) -> pd.D
     for name, values in columns.items():
         frame[name if name not in frame.columns else f"tracking_{name}"] = pd.array(values, dtype="string")
     return frame
+
+
+def point_efficiencies(folder: Path) -> dict[str, list[float]]:
+    """The finished points' efficiencies of one sweep (column → values, missing ones left out), from
+    :func:`load_sweep` (the scheduler's accounting), for ``hpcjobs metrics --efficiency``; none where it
+    cannot be read (a warning)."""
+    from hpcjobs.errors import HpcJobsError
+
+    try:
+        frame = load_sweep(folder, results=False)
+    except (HpcJobsError, OSError) as exc:
+        logging.getLogger("hpcjobs.metrics").warning("sweep %s: no efficiency figures: %s", folder.name, exc)
+        return {}
+    out: dict[str, list[float]] = {}
+    for column in ("cpu_efficiency", "mem_efficiency", "time_efficiency"):
+        if column in frame.columns:
+            out[column] = [float(v) for v in frame[column].dropna() if float(v) == float(v)]
+    return out
 
 
 def sweep_results(sweep: str | Path, *, root: str | Path | None = None, sort: Sequence[str] = (),

@@ -28,16 +28,20 @@ def metrics(sweeps: tuple[str, ...], root: str | None, poll: bool, efficiency: b
     from hpcjobs.sweep.metrics import serve_metrics, sweep_metrics, write_textfile
     from hpcjobs.units import is_ascii_digits
 
+    efficiencies = None
+    if efficiency:
+        from hpcjobs.analysis import point_efficiencies as efficiencies
+
     if listen:
         host, sep, port = listen.rpartition(":")
         if not sep or not host or not is_ascii_digits(port) or int(port) > 65535:
             raise ConfigError(ConfigProblem(f"--listen {listen!r}: give HOST:PORT", key="--listen",
                                             expected="127.0.0.1:9464"))
         serve_metrics(host.strip("[]"), int(port),
-                      lambda: sweep_metrics(root, sweeps, poll=poll, efficiency=efficiency),
+                      lambda: sweep_metrics(root, sweeps, poll=poll, efficiency=efficiencies),
                       ready=lambda h, p: echo(f"serving http://{h}:{p}/metrics (Ctrl-C stops)", err=True))
         return
-    text = sweep_metrics(root, sweeps, poll=poll, efficiency=efficiency)
+    text = sweep_metrics(root, sweeps, poll=poll, efficiency=efficiencies)
     if textfile:
         echo(f"wrote {write_textfile(textfile, text)}", err=True)
     else:

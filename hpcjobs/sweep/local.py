@@ -36,6 +36,7 @@ The files live in ``<sweep folder>/local/`` (:class:`hpcjobs.sweep.local_procs.L
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import signal
@@ -49,7 +50,7 @@ from types import FrameType
 from typing import IO, Any
 
 from hpcjobs import states
-from hpcjobs.errors import HpcJobsError, LedgerError
+from hpcjobs.errors import HpcJobsError, LedgerError, UnsafePathError
 from hpcjobs.process import start_process
 from hpcjobs.safe_files import open_own_file, user_folder
 from hpcjobs.schedulers.base import JobStatus
@@ -59,6 +60,8 @@ from hpcjobs.sweep.local_procs import PROC_SECRET_VAR, LocalFiles, ProcRecord, b
 from hpcjobs.sweep.points.shapes import chunk_job, group_by_shape
 from hpcjobs.sweep.prepare import PreparedSweep, render_chunk_script, write_chunk_file
 from hpcjobs.sweep.submitter import SubmitReport
+
+log = logging.getLogger("hpcjobs.sweep")
 
 LOCAL_PREFIX = "local-"
 RUNNER_DIED = "local runner died"
@@ -137,6 +140,21 @@ def _outcome(job_id: str, index: int, ended: tuple[int, bool] | None, popen_rc: 
     if popen_rc is not None and popen_rc < 0:
         return _status(job_id, index, states.FAILED, f"killed by signal {-popen_rc}", None, -popen_rc)
     return _status(job_id, index, states.FAILED, f"exit {popen_rc}", popen_rc, 0)
+
+
+def _host() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def _user() -> str | None:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
 
 
 def _local_points(ledger: Ledger) -> list[PointRecord]:
@@ -248,6 +266,7 @@ class _Task:
     proc: Any  # subprocess.Popen[bytes]
     files: list[IO[bytes]]
     signalled: float | None = None
+    started_at: float = field(default_factory=time.time)
 
 
 @dataclass
@@ -266,6 +285,8 @@ class _Run:
     progress: Callable[[int, int], None] | None
     running: dict[int, _Task] = field(default_factory=dict)
     finished: int = 0
+    job: Any = None  # the chunk's ResolvedJob (its shape's resources); None: the sweep's
+    chunk: int | None = None
 
     def start(self, index: int, out_dir: Path) -> bool:
         """Start one task (under the control lock, so ``cancel`` sees its record). False: not started."""
@@ -304,6 +325,26 @@ class _Run:
         self.ledger.record_status([_status(self.job_id, index, states.RUNNING, "running")])
         return True
 
+    def record_usage(self, index: int, task: _Task, outcome: JobStatus, ended_at: float,
+                     usage: Any) -> None:
+        """Save what the runner measured of a reaped task, for :func:`hpcjobs.load_sweep` (its accounting)."""
+        job = self.job or self.prepared.job
+        record = {
+            "job_id": f"{self.job_id}_{index}", "array_job_id": self.job_id, "array_task_id": index,
+            "point_id": task.point_id, "job_name": job.name, "sweep_id": self.prepared.sweep_id, "chunk": self.chunk,
+            "state": outcome.state, "state_raw": outcome.state_raw, "exit_code": outcome.exit_code,
+            "exit_signal": outcome.exit_signal, "start": task.started_at, "end": ended_at,
+            "cpu_time_s": (usage.ru_utime + usage.ru_stime) if usage is not None else None,
+            "max_rss_bytes": usage.ru_maxrss * 1024 if usage is not None else None,  # Linux: kibibytes
+            "cpus": job.nodes * job.tasks_per_node * job.cpus_per_task,
+            "req_mem_bytes": job.memory_per_node * job.nodes if job.memory_per_node else None,
+            "time_limit_s": job.walltime, "node": _host(), "user": _user(),
+        }
+        try:
+            self.files.write_usage(self.token, index, record)
+        except (OSError, UnsafePathError) as exc:
+            log.warning("point %s: its measured use was not saved: %s", task.point_id, exc)
+
     def signal_all(self, sig: int) -> None:
         """Signal the process group of every running task (our own unreaped children: the pids are theirs)."""
         now = time.monotonic()
@@ -325,11 +366,18 @@ class _Run:
                 continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(task.proc.pid, signal.SIGKILL)  # leftovers; the unreaped leader keeps the group id ours
-            rc = task.proc.wait()
+            try:  # reaped with its resource use (getrusage(2): the task and the processes it waited for)
+                _pid, status, usage = os.wait4(task.proc.pid, 0)
+                rc = task.proc.returncode = os.waitstatus_to_exitcode(status)
+            except ChildProcessError:
+                rc, usage = task.proc.wait(), None
+            ended_at = time.time()
             for fh in task.files:
                 fh.close()
             del self.running[index]
-            ended.append(_outcome(self.job_id, index, self.files.read_exit(self.token, index), rc, stopped))
+            outcome = _outcome(self.job_id, index, self.files.read_exit(self.token, index), rc, stopped)
+            ended.append(outcome)
+            self.record_usage(index, task, outcome, ended_at, usage)
             with contextlib.suppress(FileNotFoundError):
                 self.files.proc(self.token, index).unlink()
         if ended:
@@ -438,8 +486,8 @@ def run_local(prepared: PreparedSweep, ledger: Ledger, *, workers: int | None = 
             number += 1
             token = new_token()
             write_chunk_file(prepared, chunk.number, chunk.point_ids)
-            script = render_chunk_script(prepared, chunk.number, chunk.size, None, token,
-                                         chunk_job(prepared.shapes, prepared.shape_of, ids, prepared.job))
+            job = chunk_job(prepared.shapes, prepared.shape_of, ids, prepared.job)
+            script = render_chunk_script(prepared, chunk.number, chunk.size, None, token, job)
             job_id = f"{LOCAL_PREFIX}{os.getpid()}-{token}"
             ledger.plan_chunk(chunk.point_ids, chunk.number, token=token, argv=["bash", str(script)])
             ledger.mark_submitted(token, job_id)
@@ -447,7 +495,7 @@ def run_local(prepared: PreparedSweep, ledger: Ledger, *, workers: int | None = 
             report.points_submitted += chunk.size
             report.job_ids.append(job_id)
             run = _Run(prepared, ledger, LocalFiles(prepared.folder), job_id, token, script, chunk.point_ids,
-                       workers or os.cpu_count() or 1, stop, progress)
+                       workers or os.cpu_count() or 1, stop, progress, job=job, chunk=chunk.number)
             run.execute()
             if stop.signum:
                 _reset_died(ledger)  # the interrupted and the waiting points: pending, for the same command

@@ -142,6 +142,31 @@ class LocalFiles:
         """The exit file the task's wrapper writes when it ends."""
         return self.dir / f"{token}.{index}.exit"
 
+    def usage(self, token: str, index: int) -> Path:
+        """What the runner measured of one task of run ``token`` when it reaped it (:meth:`write_usage`)."""
+        return self.dir / f"{token}.{index}.usage.json"
+
+    def write_usage(self, token: str, index: int, record: dict[str, object]) -> Path:
+        """Save a task's measured start, end, exit and resource use (atomically, never through a link)."""
+        self._made()
+        return atomic_write_text(self.usage(token, index), json.dumps(record, sort_keys=True) + "\n", below=self.dir)
+
+    def usages(self) -> list[dict[str, object]]:
+        """Every task record :meth:`write_usage` saved, oldest run first (unreadable ones left out)."""
+        out: list[dict[str, object]] = []
+        try:
+            paths = sorted(self.dir.glob("*.usage.json"), key=lambda p: p.name)
+        except OSError:
+            return out
+        for path in paths:
+            try:
+                record = json.loads(read_regular(path, _RECORD_MAX_BYTES, inside=self.dir))
+            except (OSError, UnsafePathError, ValueError, RecursionError):
+                continue
+            if isinstance(record, dict):
+                out.append(record)
+        return out
+
     def cancel_marker(self, token: str) -> Path:
         """Present when ``hpcjobs cancel`` cancelled run ``token``."""
         return self.dir / f"{token}.cancel"

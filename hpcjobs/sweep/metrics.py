@@ -12,7 +12,7 @@ atomically so the collector never reads half of it); :func:`serve_metrics` answe
 address of this machine, with a fresh reading for every scrape.
 
 With ``efficiency`` the finished points' CPU, memory and wall-time efficiency come from the scheduler's
-accounting (:func:`hpcjobs.load_sweep`: one windowed, cached ``sacct`` query per sweep; this imports
+accounting (:func:`hpcjobs.analysis.point_efficiencies`: one windowed, cached ``sacct`` query per sweep;
 pandas) as one **histogram** per sweep and measure, not a sample per point: a sweep may have a million
 points, and a Prometheus series per point would be a million series.
 """
@@ -90,10 +90,11 @@ def exposition(families: Sequence[Family]) -> str:
 
 
 def sweep_metrics(root: str | Path | None = None, sweeps: Sequence[str] = (), *, poll: bool = False,
-                  efficiency: bool = False) -> str:
+                  efficiency: Callable[[Path], dict[str, list[float]]] | None = None) -> str:
     """The metrics of ``sweeps`` (ids, names or prefixes; default: every sweep under the root) as OpenMetrics.
 
-    ``efficiency``: add the finished points' efficiency histograms from the scheduler's accounting.
+    ``efficiency``: the finished points' efficiencies of a sweep folder (accounting column → values), e.g.
+    :func:`hpcjobs.analysis.point_efficiencies`; with it, the efficiency histograms are added.
 
     Raises:
         ConfigError: A named sweep is not under the root (exit 2).
@@ -141,8 +142,9 @@ def sweep_metrics(root: str | Path | None = None, sweeps: Sequence[str] = (), *,
         for state in ("submitted", "failed", "unknown", "submitting"):
             subs.samples.append(({**labels, "state": state}, by_state.get(state, 0)))
         if efficiency:
-            for column, values in point_efficiencies(summary.folder).items():
-                hists[column].samples.extend(histogram_samples(labels, values))
+            for column, values in efficiency(summary.folder).items():
+                if column in hists:
+                    hists[column].samples.extend(histogram_samples(labels, values))
     families = [points, total, subs, created, changed, as_of, resubmitted]
     if efficiency:
         families += list(hists.values())
@@ -153,24 +155,6 @@ def sweep_metrics(root: str | Path | None = None, sweeps: Sequence[str] = (), *,
         families.append(Family("hpcjobs_poll_scheduler_calls", "gauge", "Scheduler calls the poll made (one per "
                                "scheduler and login node).", "", [({}, listing.scheduler_calls)]))
     return exposition(families)
-
-
-def point_efficiencies(folder: Path) -> dict[str, list[float]]:
-    """The finished points' efficiencies of one sweep (column → values, missing ones left out), from
-    :func:`hpcjobs.load_sweep` (the scheduler's accounting); none where it cannot be read (a warning)."""
-    from hpcjobs.analysis import load_sweep
-    from hpcjobs.errors import HpcJobsError
-
-    try:
-        frame = load_sweep(folder, results=False)
-    except (HpcJobsError, OSError) as exc:
-        log.warning("sweep %s: no efficiency figures: %s", folder.name, exc)
-        return {}
-    out: dict[str, list[float]] = {}
-    for column in EFFICIENCY_COLUMNS:
-        if column in frame.columns:
-            out[column] = [float(v) for v in frame[column].dropna() if float(v) == float(v)]
-    return out
 
 
 def _chosen(summaries: list, wanted: Sequence[str], root: Path) -> list:

@@ -76,12 +76,9 @@ def test_resubmissions_are_counted(two_sweeps: Path) -> None:
         "hpcjobs_sweep_point_resubmissions_total"}
 
 
-def test_efficiency_histograms_parse_and_count_every_finished_point(two_sweeps: Path, monkeypatch) -> None:
-    import hpcjobs.sweep.metrics as metrics
-
+def test_efficiency_histograms_parse_and_count_every_finished_point(two_sweeps: Path) -> None:
     values = {"cpu_efficiency": [0.05, 0.5, 0.95, 1.7], "mem_efficiency": [0.2], "time_efficiency": []}
-    monkeypatch.setattr(metrics, "point_efficiencies", lambda folder: values)
-    fams = _families(sweep_metrics(two_sweeps, ["good"], efficiency=True))
+    fams = _families(sweep_metrics(two_sweeps, ["good"], efficiency=lambda folder: values))
     cpu = fams["hpcjobs_sweep_point_cpu_efficiency_ratio"]
     assert cpu.type == "histogram" and cpu.unit == "ratio"
     buckets = {s.labels["le"]: s.value for s in cpu.samples if s.name.endswith("_bucket")}
@@ -150,3 +147,11 @@ def test_listen_serves_a_fresh_reading_per_scrape(two_sweeps: Path, tmp_path: Pa
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_local_points_have_efficiency_from_the_runners_own_measures(two_sweeps: Path) -> None:
+    from hpcjobs.analysis import point_efficiencies
+
+    fams = _families(sweep_metrics(two_sweeps, ["good"], efficiency=point_efficiencies))
+    cpu = fams["hpcjobs_sweep_point_cpu_efficiency_ratio"]
+    assert [s.value for s in cpu.samples if s.name.endswith("_count")] == [3]  # every point was measured
