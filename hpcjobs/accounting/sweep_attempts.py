@@ -174,6 +174,16 @@ def load_sweep_report(filters: ReportFilters, *, all_attempts: bool = False, **r
         from hpcjobs.sweep.remote import use_recorded
 
         use_recorded(meta)  # a sweep submitted over SSH: its login node's accounting (inside build_report's scope)
+    from hpcjobs.schedulers.registry import capabilities_of
+
+    if read.get("from_file") is None and capabilities_of(meta.scheduler).runs_here:  # what the local runner measured
+        from hpcjobs.accounting.sources.local import local_usage_rows
+        from hpcjobs.sweep.local_procs import LocalFiles
+
+        df = local_usage_rows(LocalFiles(folder).usages())
+        if not all_attempts:
+            df = final_attempts(df, attempts)
+        return SweepReportData(meta.sweep_id, df, attempts, all_attempts)
     if read.get("from_file") is None and read.get("scheduler") is None and has_live_accounting(meta.scheduler):
         read = {**read, "scheduler": meta.scheduler}  # asked live, of the sweep's own scheduler
     if filters.since is None and read.get("from_file") is None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 
 from hpcjobs.errors import terminal_text
@@ -48,3 +48,8 @@ class TerminalTable(Table):
     def add_row(self, *renderables: Any, **kwargs: Any) -> None:
         """:meth:`rich.table.Table.add_row` with each text cell escaped (a cell is one line: newlines too)."""
         super().add_row(*(_shown(r, "") for r in renderables), **kwargs)
+
+
+def stacked(*renderables: Any) -> Group:
+    """Renderables drawn one under the other (a live view's parts); texts among them escaped as a console's are."""
+    return Group(*(_shown(r, "\n") for r in renderables))

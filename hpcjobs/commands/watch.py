@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from hpcjobs.cli import console, echo, echo_json, handle_errors, new_table
+from hpcjobs.units import is_ascii_digits
 
 STATE_STYLE = {"COMPLETED": "green", "FAILED": "red", "TIMEOUT": "red", "OUT_OF_MEMORY": "red",
                "NODE_FAIL": "red", "CANCELLED": "yellow", "RUNNING": "cyan", "PENDING": "blue",
@@ -42,7 +43,6 @@ def _gib(n: int | None) -> str:
 
 def render_view(view: Any, selected: tuple[str, Any] | None, which: str, now: float) -> Any:
     """The rich renderable of one poll (and the log pane of the selected row)."""
-    from rich.console import Group
     from rich.markup import escape
     from rich.panel import Panel
     from rich.text import Text
@@ -108,7 +108,9 @@ def render_view(view: Any, selected: tuple[str, Any] | None, which: str, now: fl
     if view.done:
         keys = "all points finished · " + keys
     parts.append(Text(keys, style="dim"))
-    return Group(*parts)
+    from hpcjobs.commands.terminal import stacked
+
+    return stacked(*parts)
 
 
 @contextlib.contextmanager
@@ -195,7 +197,7 @@ def watch(sweep_name: str, root: str | None, interval: float, once: bool, runnin
             key = _read_key(fd, min(1.0, max(0.0, next_poll - time.monotonic())))
             if key in ("q", "Q", "\x03"):
                 break
-            if key is not None and key.isdigit() and key != "0":
+            if key is not None and is_ascii_digits(key) and key != "0":
                 rows = _rows(view)
                 selected = rows[int(key) - 1] if int(key) <= len(rows) else selected
             elif key in ("o", "e"):

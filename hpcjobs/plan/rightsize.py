@@ -138,14 +138,17 @@ def load_history(sweep: str | None = None, *, name: str | None = None, from_file
             raise ConfigError(ConfigProblem(f"no sweep named {name!r} in {base}", key="--name"))
     metas = [_sweep_meta(f) for f in folders]
     ids = tuple(m.sweep_id for m in metas)
+    label = f"sweep {ids[0]}" if sweep is not None else f"{len(ids)} sweep{'s' if len(ids) != 1 else ''} named {name}"
     if from_file is None:
         scheduler = scheduler or metas[-1].scheduler
-        if capabilities_of(scheduler).runs_here:
-            raise ConfigError(f"sweep {ids[-1]} ran on the local site, which keeps no scheduler accounting; "
-                              "give --from-file with saved accounting instead")
+        if capabilities_of(scheduler).runs_here:  # no scheduler to ask: what the local runner measured
+            from hpcjobs.accounting.sources.local import local_usage_rows
+            from hpcjobs.sweep.local_procs import LocalFiles
+
+            jobs = local_usage_rows([r for f in folders for r in LocalFiles(f).usages()])
+            return History(label, ids, jobs, _site_of(metas[-1]))
     if since is None and from_file is None:
         since = datetime.fromtimestamp(min(m.created_at for m in metas), tz=timezone.utc) - timedelta(hours=1)
-    label = f"sweep {ids[0]}" if sweep is not None else f"{len(ids)} sweep{'s' if len(ids) != 1 else ''} named {name}"
     jobs = history_frame(ids, since=since, from_file=from_file, scheduler=scheduler, tz=tz, sacct_fields=sacct_fields)
     return History(label, ids, jobs, _site_of(metas[-1]))
 
