@@ -17,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 from real_testbed import Testbed
@@ -149,6 +150,9 @@ def cut_connection_trials(laptop: Path, base_site: Path, *, trials: int, held: d
     Returns one outcome per trial; fails at the first broken one.
     """
     rng = random.Random(int(os.environ.get("HPCJOBS_TRIAL_SEED", "2026")))
+    # the sweep ids differ from run to run: held jobs that an earlier, interrupted run of these trials left
+    # in the testbed's queue (its cancel never came) are not counted as this run's duplicates
+    run = secrets.token_hex(3)
     outcomes = []
     for trial in range(trials):
         folder = laptop / f"trial{trial}"
@@ -164,7 +168,7 @@ def cut_connection_trials(laptop: Path, base_site: Path, *, trials: int, held: d
         plain_site = folder / "plain.yaml"  # the same site and workdir, with the user's own ssh
         plain_site.write_text(site.read_text().replace(f"  ssh: {wrapper}\n", ""))
         assert "cutting-ssh" in site.read_text() and "cutting-ssh" not in plain_site.read_text()
-        (folder / "exp.yaml").write_text(TRIAL_EXPERIMENT.format(name=f"{name}-{trial}"))
+        (folder / "exp.yaml").write_text(TRIAL_EXPERIMENT.format(name=f"{name}-{run}-{trial}"))
         started = time.monotonic()
         env = {"HPCJOBS_SUBMIT_LOOKUP_S": "20"}
         first = hpcjobs_cli(["sweep", "exp.yaml", "--site", str(site), "--json"], cwd=folder, env=env)
@@ -177,19 +181,27 @@ def cut_connection_trials(laptop: Path, base_site: Path, *, trials: int, held: d
                 break
             time.sleep(2)
         assert sweep_id is not None, f"trial {trial} ({mode} at session {at}): {first.stderr}\n{again.stderr}"
-        status = json.loads(hpcjobs_cli(["status", sweep_id, "--json"], cwd=folder, env={}).stdout)
-        tasks = tasks_of(sweep_id)
-        struck = (folder / "struck").read_text().split() if (folder / "struck").exists() else []
-        outcomes.append((trial, mode, at, first.returncode, struck, tasks))
-        last = first.stderr.strip().splitlines()[-1][:160] if first.stderr.strip() else ""
-        print(f"trial {trial}: {mode} at session {at}: struck {struck or 'nothing'}, first run exit {first.returncode} "
-              f"in {first_s:.1f} s, all submitted after {time.monotonic() - started:.1f} s; {last}")
-        assert sum(tasks.values()) == TRIAL_POINTS, (
-            f"trial {trial} ({mode} at session {at}, first run exit {first.returncode}): tasks per token {tasks}; "
-            f"first run: {first.stderr[-2000:]}")
-        queued = status["total"] - status["finished"]  # held in the queue: none finished, none lost
-        assert status["total"] == TRIAL_POINTS and queued == TRIAL_POINTS, status
-        hpcjobs_cli(["cancel", sweep_id], cwd=folder, env={})
+        try:
+            _check_trial(trial, mode, at, folder, sweep_id, first, started, first_s, tasks_of, outcomes)
+        finally:  # held jobs never run: cancel them even when the trial failed
+            hpcjobs_cli(["cancel", sweep_id], cwd=folder, env={})
     struck_trials = [o for o in outcomes if o[4]]
     assert len(struck_trials) >= trials * 3 // 4, f"the connection was cut in {len(struck_trials)} trials: {outcomes}"
     return outcomes
+
+
+def _check_trial(trial: int, mode: str, at: int, folder: Path, sweep_id: str, first: Any, started: float,
+                 first_s: float, tasks_of: Callable[[str], dict[str, int]], outcomes: list[tuple]) -> None:
+    """One trial's checks: the scheduler holds each point once, the ledger has every point queued."""
+    status = json.loads(hpcjobs_cli(["status", sweep_id, "--json"], cwd=folder, env={}).stdout)
+    tasks = tasks_of(sweep_id)
+    struck = (folder / "struck").read_text().split() if (folder / "struck").exists() else []
+    outcomes.append((trial, mode, at, first.returncode, struck, tasks))
+    last = first.stderr.strip().splitlines()[-1][:160] if first.stderr.strip() else ""
+    print(f"trial {trial}: {mode} at session {at}: struck {struck or 'nothing'}, first run exit {first.returncode} "
+          f"in {first_s:.1f} s, all submitted after {time.monotonic() - started:.1f} s; {last}")
+    assert sum(tasks.values()) == TRIAL_POINTS, (
+        f"trial {trial} ({mode} at session {at}, first run exit {first.returncode}): tasks per token {tasks}; "
+        f"first run: {first.stderr[-2000:]}")
+    queued = status["total"] - status["finished"]  # held in the queue: none finished, none lost
+    assert status["total"] == TRIAL_POINTS and queued == TRIAL_POINTS, status
