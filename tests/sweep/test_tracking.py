@@ -274,3 +274,17 @@ def pd_na():
     import pandas as pd
 
     return pd.NA
+
+
+def test_one_job_of_hpcjobs_submit_is_told_it_gets_no_tracker_run(tmp_path, monkeypatch, caplog):
+    import hpcjobs.sweep.singles as singles
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(singles, "_submit_new", lambda request, **kw: request)  # stop before the scheduler
+    exp = tmp_path / "one.yaml"
+    exp.write_text("name: one\ncommand: 'true'\ntracking: {wandb: {project: p}}\n")
+    with caplog.at_level("WARNING", logger="hpcjobs.sweep"):
+        request = singles.submit_single(exp, site=str(ROOT / "tests" / "sites" / "hpctest.yaml"),
+                                        root=tmp_path / "sweeps")
+    assert any("gets none" in r.getMessage() and "hpcjobs sweep" in r.getMessage() for r in caplog.records)
+    assert "WANDB_RUN_ID" not in request.rendered.text
