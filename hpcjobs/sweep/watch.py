@@ -106,6 +106,9 @@ class WatchView:
     polled_at: float
     poll_seconds: float
     counts: dict[str, int]
+    total: int  # points of the sweep, removed ones left out (SweepStatus.total)
+    finished: int  # points in a terminal state (SweepStatus.finished)
+    done: bool  # every point has finished (SweepStatus.done)
     shapes: list[ShapeCounts]
     running: list[RunningPoint]
     failures: list[FailedPoint]
@@ -113,21 +116,6 @@ class WatchView:
     finish_at: float | None
     remote: bool = False
     changed: int = 0
-
-    @property
-    def total(self) -> int:
-        """Points of the sweep (removed ones left out)."""
-        return sum(n for s, n in self.counts.items() if s != "REMOVED")
-
-    @property
-    def finished(self) -> int:
-        """Points in a terminal state."""
-        return sum(n for s, n in self.counts.items() if s in states.TERMINAL_STATES)
-
-    @property
-    def done(self) -> bool:
-        """Every point has finished (or the sweep has none)."""
-        return self.finished >= self.total
 
     def as_dict(self) -> dict[str, Any]:
         """The view as JSON-ready data (``hpcjobs watch --json`` prints one per poll)."""
@@ -281,11 +269,11 @@ class Watcher:
             running = ledger.points([states.RUNNING], limit=self.running_limit)
             failed = ledger.recent_points(sorted(states.FAILURE_STATES), self.failures_limit)
         remote = bool(meta.extra.get("remote"))
-        finished = sum(n for s, n in st.counts.items() if s in states.TERMINAL_STATES)
-        rate = self._rate(now, finished, meta.created_at)
-        left = sum(n for s, n in st.counts.items() if s != "REMOVED") - finished
+        rate = self._rate(now, st.finished, meta.created_at)
+        left = st.total - st.finished
         finish_at = now + left / rate * 60 if rate and left > 0 else (now if left <= 0 else None)
-        return WatchView(st.sweep_id, st.site, st.scheduler, now, seconds, dict(st.counts), shapes,
+        return WatchView(st.sweep_id, st.site, st.scheduler, now, seconds, dict(st.counts), st.total, st.finished,
+                         st.done, shapes,
                          [self._running(folder, p) for p in running],
                          [self._failed(folder, p) for p in failed], rate, finish_at, remote, st.changed)
 
