@@ -64,7 +64,16 @@ key, run_dir = env["HPCJOBS_TRACKING_KEY"], env["HPCJOBS_RUN_DIR"]
 client = MlflowClient()
 name = env["MLFLOW_EXPERIMENT_NAME"]
 exp = client.get_experiment_by_name(name)
-exp_id = exp.experiment_id if exp is not None else client.create_experiment(name)
+if exp is not None:
+    exp_id = exp.experiment_id
+else:
+    try:
+        exp_id = client.create_experiment(name)
+    except Exception:  # another point's job made it between the look and the create: use that one
+        exp = client.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        exp_id = exp.experiment_id
 quoted = key.replace("\\\\", "\\\\\\\\").replace("'", "\\\\'")
 found = client.search_runs([exp_id], filter_string="tags.`hpcjobs.run_key` = '%s'" % quoted, max_results=1)
 job = env.get("HPCJOBS_TRACKING_JOB", "")

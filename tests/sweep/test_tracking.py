@@ -288,3 +288,37 @@ def test_one_job_of_hpcjobs_submit_is_told_it_gets_no_tracker_run(tmp_path, monk
                                         root=tmp_path / "sweeps")
     assert any("gets none" in r.getMessage() and "hpcjobs sweep" in r.getMessage() for r in caplog.records)
     assert "WANDB_RUN_ID" not in request.rendered.text
+
+
+def test_two_points_that_both_find_no_experiment_share_the_one_made_first(tmp_path, monkeypatch):
+    """The first start of a sweep's points races to create the MLflow experiment; the loser must use it,
+    not fail (its training script's ``mlflow.start_run()`` would then make an untagged run of its own)."""
+    _needs("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    from hpcjobs.sweep import tracking as tracking_module
+
+    store = (tmp_path / "mlruns").as_uri()
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    client = MlflowClient(store)
+    made_first = client.create_experiment("demo")  # by the other point's job, after this one looked
+    looks: list[str] = []
+    real_get = MlflowClient.get_experiment_by_name
+
+    def get_late(self, name):
+        looks.append(name)
+        return None if len(looks) == 1 else real_get(self, name)
+
+    monkeypatch.setattr(MlflowClient, "get_experiment_by_name", get_late)
+    run_dir = tmp_path / "point"
+    run_dir.mkdir()
+    for name, value in {"HPCJOBS_TRACKING_KEY": "s1/p1", "HPCJOBS_RUN_DIR": str(run_dir),
+                        "MLFLOW_EXPERIMENT_NAME": "demo", "HPCJOBS_SWEEP_ID": "s1", "HPCJOBS_POINT_ID": "p1",
+                        "HPCJOBS_POINT_INDEX": "0", "HPCJOBS_PARAMS_JSON": '{"lr": 0.1}'}.items():
+        monkeypatch.setenv(name, value)
+    exec(compile(tracking_module._MLFLOW_RUN_PY, "mlflow-run", "exec"), {"__name__": "__main__"})
+    record = json.loads((run_dir / MLFLOW_RUN_FILE).read_text())
+    assert looks == ["demo", "demo"] and record["experiment_id"] == made_first
+    run = real_get(client, "demo")
+    assert [r.data.tags["hpcjobs.point_id"] for r in client.search_runs([run.experiment_id])] == ["p1"]
