@@ -186,6 +186,8 @@ def _job_table(job: Any) -> Any:
     done = job.exit_code is not None and job.state in TERMINAL_STATES
     table.add_row("state", f"[{STATE_STYLE.get(job.state, 'white')}]{job.state}[/]"
                   + (f", exit {job.exit_code}" if done else ""))
+    if job.state_raw and job.state_raw != job.state:
+        table.add_row("scheduler", escape(job.state_raw))
     if job.earlier:
         table.add_row("attempt", f"{job.attempt} (before: {', '.join(f'{j} {s}' for j, s in job.earlier)})")
     for label, path in (("stdout", job.stdout), ("stderr", job.stderr), ("script", job.script)):

@@ -80,6 +80,7 @@ class SingleJob:
         scheduler: Scheduler family.
         state: The job's state (``PLANNED`` before a first submission, ``SUBMITTED`` until a status poll).
         exit_code: Its exit code, once finished.
+        state_raw: The scheduler's own word for the state at the last poll (``None`` before one).
         job_id: The scheduler's id of the current attempt.
         attempt: 1 for the first job, 2 after a resubmit, ...
         earlier: ``(job id, state)`` of earlier attempts, oldest first.
@@ -99,6 +100,7 @@ class SingleJob:
     scheduler: str
     state: str
     exit_code: int | None
+    state_raw: str | None
     job_id: str | None
     attempt: int
     earlier: tuple[tuple[str, str], ...]
@@ -114,6 +116,7 @@ class SingleJob:
         """JSON-ready form."""
         return {"job_id": self.job_id, "request_id": self.request_id, "name": self.name, "site": self.site,
                 "scheduler": self.scheduler, "state": self.state, "exit_code": self.exit_code,
+                "state_raw": self.state_raw,
                 "attempt": self.attempt, "earlier": [{"job_id": j, "state": s} for j, s in self.earlier],
                 "created_at": self.created_at, "submitted_at": self.submitted_at,
                 "script": self.script and str(self.script), "stdout": self.stdout and str(self.stdout),
@@ -140,7 +143,7 @@ def single_job_of(ledger: Ledger, folder: Path) -> SingleJob:
         script = Path(submit_dir) / output_dir / "scripts" / f"{name}.{point.submission_token}.sh"
     earlier = tuple((str(a["job_id"]), str(a["state"])) for a in ledger.attempts(point.point_id) if a.get("job_id"))
     return SingleJob(meta.sweep_id, folder, name, meta.site, meta.scheduler, point.state, point.exit_code,
-                     point.job_id, point.attempt, earlier, point.submission_token, meta.created_at,
+                     point.state_raw, point.job_id, point.attempt, earlier, point.submission_token, meta.created_at,
                      sub.created_at if sub else None, script, out, err, meta.experiment_path)
 
 

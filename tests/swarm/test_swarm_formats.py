@@ -6,6 +6,7 @@ No Docker needed: every value below is read off the captured files by hand.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from pathlib import Path
 
@@ -85,12 +86,44 @@ def test_cancelled_service_once_swarm_deleted_the_stopped_tasks() -> None:
     assert whole.state_raw == "cancelled before it started" and whole.array_task_id is None
 
 
-def test_a_task_refused_before_it_ran_is_pending_because_swarm_tries_again() -> None:
+def test_the_refused_only_task_of_a_one_task_job_is_a_failure_swarm_does_not_retry() -> None:
     rec, plain = fmt.parse_service_ps(_read("ps-rejected-mount.jsonl"))
-    assert (rec.state, rec.state_raw, rec.array_task_id) == (st.PENDING, "Rejected (Swarm retries)", 0)
+    reason = 'invalid mount config for type "bind": bind source path does not exist: /nonexistent/hpcjobs'
+    assert (rec.state, rec.state_raw, rec.array_task_id) == (
+        st.FAILED, f"Rejected: {reason} (Swarm starts no other task)", 0)
+    assert rec.exit_code is None
     # a one-task service (a single job of `hpcjobs submit`) is also reported under its own name
-    assert (plain.job_id, plain.array_job_id, plain.state) == (rec.array_job_id, None, st.PENDING)
+    assert (plain.job_id, plain.array_job_id, plain.state) == (rec.array_job_id, None, st.FAILED)
     assert rec.reason == 'invalid mount config for type "bind": bind source path does not exist: /nonexistent/hpcjobs'
+
+
+def _task_line(service: str, slot: int, current: str, desired: str, error: str = "") -> str:
+    return json.dumps({"CurrentState": current, "DesiredState": desired, "Error": error, "ID": f"t{slot}{current[:3]}",
+                       "Image": "hpcjobs-testbed/hostfs:1", "Name": f"{service}.{slot}.t{slot}{current[:3]}",
+                       "Node": "vm", "Ports": ""})
+
+
+def test_a_refused_slot_of_an_array_stays_pending_for_the_next_task_swarm_makes() -> None:
+    service = "arr-x-0-3-00000000000000ab"
+    lines = [_task_line(service, 0, "Rejected 3 minutes ago", "Shutdown", "assigned node no longer meets constraints"),
+             _task_line(service, 1, "Running 1 minute ago", "Complete"),
+             _task_line(service, 2, "Pending 3 minutes ago", "Complete")]
+    records = fmt.parse_service_ps("\n".join(lines) + "\n")
+    refused = next(r for r in records if r.array_task_id == 0)
+    assert (refused.state, refused.state_raw) == (st.PENDING, "Rejected (Swarm retries)")
+    assert refused.reason == "assigned node no longer meets constraints"
+
+
+def test_a_one_task_job_refused_once_and_placed_again_is_what_its_new_task_is() -> None:
+    service = "one-x-0-1-00000000000000ac"
+    lines = [_task_line(service, 0, "Running 5 seconds ago", "Complete"),
+             _task_line(service, 0, "Rejected 9 seconds ago", "Shutdown", "assigned node no longer meets constraints")]
+    rec, plain = fmt.parse_service_ps("\n".join(lines) + "\n")
+    assert (rec.state, plain.state) == (st.RUNNING, st.RUNNING)
+    # while Swarm has not yet shut the refused task down it may still place it: pending
+    line = _task_line(service, 0, "Rejected 1 second ago", "Complete", "no suitable node")
+    pending = fmt.parse_service_ps(line + "\n")
+    assert pending[0].state == st.PENDING
 
 
 def test_unknown_services_are_named_on_stderr_and_the_others_listed() -> None:

@@ -256,13 +256,17 @@ def job_statuses(tasks: Iterable[Task]) -> list[JobStatus]:
             out.append(distributed_status(service, ranks, nodes, cancelled=is_cancelled))
             continue
         first = len(out)
+        total = tasks_in_name(service)
         for slot, group in sorted(by_slot.items()):
             rec = _status(service, slot, _decided(group), is_cancelled)
+            if total == 1 and not is_cancelled and _given_up(group):
+                said = f": {rec.reason[:300]}" if rec.reason else ""  # the record a ledger keeps: Swarm's why
+                rec = JobStatus(rec.job_id, st.FAILED, f"{group[0].state}{said} (Swarm starts no other task)",
+                                service, slot, reason=rec.reason, name=service)
             if is_cancelled and rec.state not in st.TERMINAL_STATES:
                 rec = JobStatus(rec.job_id, st.CANCELLED, f"{rec.state_raw} (cancelled)", service, slot,
                                 reason=rec.reason, name=service)
             out.append(rec)
-        total = tasks_in_name(service)
         if total == 1 and 0 in by_slot:  # a single job (hpcjobs submit) is recorded under the service name
             out.append(_plain(out[first]))
         if is_cancelled and total:
@@ -271,6 +275,21 @@ def job_statuses(tasks: Iterable[Task]) -> list[JobStatus]:
                 out.append(JobStatus(job_id=service, state=st.CANCELLED, state_raw="cancelled before it started",
                                      array_job_id=service, array_task_spec=_ranges(missing), name=service))
     return out
+
+
+def _given_up(group: Sequence[Task]) -> bool:
+    """Whether Swarm has put down the one task of a one-task job for good: the newest task was refused
+    before the script ran (``Rejected``, or ``Failed`` without an exit status) and is being shut down.
+
+    Docker's replicated-job orchestrator makes a slot's next task when it reconciles the service, on
+    events of the service; with ``--restart-condition=none`` nothing comes after the refusal of the only
+    task (seen on the testbed: no other task minutes later, for a bind mount that does not exist and
+    for Swarm's constraint enforcer's "assigned node no longer meets constraints"). A slot of a job of
+    several tasks is given another task on the next event of its service, so it stays pending.
+    """
+    newest = group[0]  # printed newest first
+    return (newest.state in ("Rejected", "Failed") and newest.exit_code is None and newest.desired in STOPPING
+            and not any(t.started_script for t in group))
 
 
 def _plain(rec: JobStatus) -> JobStatus:
