@@ -21,18 +21,20 @@ PYTHON=${PYTHON:-python3}
 log() { printf '\n== %s\n' "$*" >&2; }
 TESTBED_MARKS="slurm or pbs or swarm or kubernetes or ssh"
 
-log "installing hpcjobs and its test dependencies"
-"$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[test]"
-
-# PyTorch for the distributed-launch tests (DDP on gloo through the torchrun template). Pinned: this exact
-# version is the CPU build these machines carry on disk; an unpinned torch pulls a CUDA build of several GB.
-if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
-    log "installing torch==2.13.0 (CPU)"
-    "$PYTHON" -m pip install --quiet --disable-pip-version-check torch==2.13.0 \
-        || log "torch could not be installed: the DDP tests will skip (and fail under CI=true)"
-fi
+install_python() {  # hpcjobs with its test extras, and PyTorch
+    log "installing hpcjobs and its test dependencies"
+    "$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[test]"
+    # PyTorch for the distributed-launch tests (DDP on gloo through the torchrun template). Pinned: this exact
+    # version is the CPU build these machines carry on disk; an unpinned torch pulls a CUDA build of several GB.
+    if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+        log "installing torch==2.13.0 (CPU)"
+        "$PYTHON" -m pip install --quiet --disable-pip-version-check torch==2.13.0 \
+            || log "torch could not be installed: the DDP tests will skip (and fail under CI=true)"
+    fi
+}
 
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    install_python
     log "not root with apt-get: not starting the testbeds (tests marked 'slurm', 'pbs', 'swarm' and 'kubernetes' will skip)"
     log "running the tests"
     exec "$PYTHON" -m pytest "$@"
@@ -41,7 +43,6 @@ fi
 die() { log "ERROR: $*"; exit 1; }
 # shellcheck source=tests/testbed_lib.sh
 . tests/testbed_lib.sh                       # apt_need: installs what is missing, never leaves apt broken
-apt_need shellcheck chromium                 # every script must pass shellcheck; the HTML report is screenshotted
 
 testbeds_t0=$SECONDS
 TESTBED_LOGS=$(mktemp -d "${TMPDIR:-/tmp}/hpcjobs-testbeds.XXXXXX")
@@ -74,7 +75,8 @@ start_slurm_pbs_swarm() {
 }
 
 # Kubernetes' server binaries take longest when there is no cached build (Debian's source package,
-# 10-20 min on 2 cores): that build starts first and runs niced beside everything else (apt is taken in turn).
+# 10-20 min on 2 cores): that build starts first, before the Python installs, and runs niced beside
+# everything else (apt is taken in turn).
 log "building or restoring the Kubernetes server binaries in the background (log: $TESTBED_LOGS/kubernetes-build.log)"
 nice -n 10 bash tests/kubernetes/testbed.sh build >"$TESTBED_LOGS/kubernetes-build.log" 2>&1 &
 k8s_build_pid=$!
@@ -84,6 +86,10 @@ testbeds_pid=$!
 # whatever happens below, this script never exits while a testbed script still runs (it may hold apt);
 # the logs are printed into this script's output, so their folder goes
 trap 'wait "$testbeds_pid" "$k8s_build_pid" 2>/dev/null || true; rm -rf "$TESTBED_LOGS"' EXIT
+
+# the builds and testbeds need none of this (bash, apt and Debian's python3): they start first
+install_python
+apt_need shellcheck chromium                 # every script must pass shellcheck; the HTML report is screenshotted
 
 wait_testbeds() {
     local rc=0
