@@ -48,7 +48,7 @@ _EXPORTS: dict[str, str] = {
                     "reports.sweeps"),
     **dict.fromkeys(("jobs_table", "DEFAULT_JOB_COLUMNS"), "reports.jobs"),
     **dict.fromkeys(("report_figures", "save_figure"), "reports.plots"),
-    "write_html_report": "reports.html",
+    "write_page": "reports.page",
     **dict.fromkeys(("REPORT_TABLES", "ReportTable"), "reports.catalog"),
     # one call: a request to its tables, figures and page
     **dict.fromkeys(("build_report", "ReportRequest", "Report"), "build"),

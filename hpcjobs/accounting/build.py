@@ -258,10 +258,17 @@ def build_report(request: ReportRequest) -> Report:
             report.written.append(save_figure(fig, Path(request.plot_dir) / f"{name}.{request.plot_format}",
                                               what="--plot"))
     if request.html_file:
-        from hpcjobs.accounting.reports.html import write_html_report
+        from hpcjobs.accounting.reports.page import write_page
 
-        report.written.append(write_html_report(request.html_file, df, section=request.section, gpu=gpu,
-                                                subtitle=request.subtitle(), tables=tables, what="--html"))
+        log_folder = None
+        if attempts is not None:
+            from hpcjobs.accounting.report_source import local_sweep
+
+            log_folder = local_sweep(sweep_id or request.filters.sweep or "")
+        title = f"hpcjobs sweep report: {sweep_id}" if sweep_id else "hpcjobs accounting report"
+        report.written.append(write_page(request.html_file, df, section=request.section, gpu=gpu, title=title,
+                                         subtitle=request.subtitle(), tables=tables, log_folder=log_folder,
+                                         notes=notes, what="--html"))
     return report
 
 

@@ -375,7 +375,11 @@ def test_html_report_has_the_notes(tmp_path):
                                   str(tmp_path / "r.html")])
     assert r.exit_code == 0, r.output
     page = (tmp_path / "r.html").read_text()
-    assert "<h3>Right sizing</h3>" in page and "1 run hit the wall-time limit (asked 00:01:00): ask 00:02:00" in page
+    data = json.loads(page.split('id="hpcjobs-data">', 1)[1].split("</script>", 1)[0])
+    table = next(t for s in data["sections"] for t in s["tables"] if t["name"] == "right_sizing")
+    assert table["heading"] == "Right sizing"
+    assert any("1 run hit the wall-time limit (asked 00:01:00): ask 00:02:00" in (cell or "")
+               for row in table["rows"] for cell in row)
 
 
 def test_a_run_killed_at_its_memory_request_is_a_memory_hit():

@@ -87,3 +87,28 @@ def test_records_that_cannot_be_trusted_are_left_out(measured: Path, tmp_path: P
     assert "forged" not in set(rows["job_id"]) and "backwards" not in set(rows["job_id"])
     odd = rows[rows["job_id"] == "odd"].iloc[0]
     assert pd.isna(odd["cpus"]) and pd.isna(odd["state"]) and pd.isna(odd["max_rss_bytes"])  # not a guess
+
+
+def test_the_sweep_page_links_each_points_logs_and_draws_its_points(measured: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from hpcjobs.cli import main
+
+    monkeypatch.setenv("HPCJOBS_SWEEP_ROOT", str(measured))
+    page = tmp_path / "sweep.html"
+    result = CliRunner().invoke(main, ["report", "--sweep", "use", "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    text = page.read_text()
+    data = json.loads(text.split('id="hpcjobs-data">', 1)[1].split("</script>", 1)[0])
+    assert "<title>hpcjobs sweep report: use-" in text
+    failures = next(s for s in data["sections"] if s["key"] == "failures")
+    charts = {c["name"]: c for c in failures["charts"]}
+    assert charts["sweep_parallel"]["axes"][0]["name"] == "mb"
+    assert sorted(line["state"] for line in charts["sweep_parallel"]["lines"]) == ["COMPLETED", "FAILED"]
+    points = next(t for t in failures["tables"] if t["name"] == "sweep_points")
+    folder = next(measured.iterdir())
+    for row, links in zip(points["rows"], points["links"], strict=True):
+        point = row[0]
+        assert links[-2:] == [(folder / "points" / point / "stdout.log").resolve().as_uri(),
+                              (folder / "points" / point / "stderr.log").resolve().as_uri()]
