@@ -101,10 +101,12 @@ def _print_tables(tables: dict[str, Any], max_rows: int) -> None:
 @click.option("--csv", "as_csv", is_flag=True, help="CSV on stdout (durations in seconds; several tables are "
               "separated by '# <name>' lines).")
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout: {table: [rows]} (durations in seconds).")
-@click.option("--plot", "plot_dir", type=click.Path(file_okay=False), metavar="DIR", help="Write figures to DIR.")
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write the figures to DIR as PNG or SVG files (needs matplotlib: pip install 'hpcjobs[plot]').")
 @click.option("--plot-format", type=click.Choice(["png", "svg"]), default="png", show_default=True)
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Write a self-contained HTML report.")
+              help="Write one self-contained HTML page to explore: sortable, filterable tables and charts that "
+              "zoom and show details on hover (works offline, no plotting package needed).")
 @click.option("--site", "site", metavar="NAME", help="Ask this site's scheduler (over SSH when the site has remote:).")
 @click.option("--remote", metavar="[USER@]HOST[:PORT]", envvar="HPCJOBS_REMOTE",
               help="Query the scheduler of this login node over SSH (a sweep submitted over SSH uses its own).")
@@ -118,8 +120,8 @@ def report(since: str | None, until: str | None, users: tuple[str, ...], all_use
     """Efficiency and waste, queue wait and failures of finished jobs.
 
     Queries sacct (Slurm) for the period, or reads a saved scheduler output with --from-file.
-    Tables go to the terminal; --csv/--json print them for programs; --plot and --html write
-    figures and a self-contained HTML page.
+    Tables go to the terminal; --csv/--json print them for programs; --html writes an interactive
+    self-contained page, --plot figure files.
     """
     from hpcjobs.accounting.build import ReportRequest, build_report
     from hpcjobs.accounting.report_source import ReportFilters, parse_when
