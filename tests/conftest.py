@@ -29,6 +29,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Refuse to run under a stray ``hpcjobs-sweeps/``: hpcjobs finds the nearest one in a test's folder or above
+    it, so one left in /tmp (an hpcjobs command run there) would hold every test's sweeps."""
+    if hasattr(session.config, "workerinput"):
+        return  # the xdist controller checked
+    base = Path(session.config.option.basetemp or os.environ.get("PYTEST_DEBUG_TEMPROOT") or
+                os.environ.get("TMPDIR") or "/tmp").resolve()
+    for folder in (base, *base.parents):
+        if (folder / "hpcjobs-sweeps").is_dir():
+            raise pytest.UsageError(f"{folder / 'hpcjobs-sweeps'} is above the tests' temporary folders: hpcjobs "
+                                    "would find it from every test; move it away (or run with --basetemp elsewhere)")
+
+
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))

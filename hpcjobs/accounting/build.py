@@ -260,15 +260,18 @@ def build_report(request: ReportRequest) -> Report:
     if request.html_file:
         from hpcjobs.accounting.reports.page import write_page
 
-        log_folder = None
-        if attempts is not None:
+        log_folder = metrics = None
+        if attempts is not None and "sweep_points" in tables:
             from hpcjobs.accounting.report_source import local_sweep
+            from hpcjobs.sweep.results import results_frame
 
             log_folder = local_sweep(sweep_id or request.filters.sweep or "")
+            if log_folder is not None:  # the points' result metrics, as `hpcjobs results` reads them
+                metrics = results_frame(log_folder, tables["sweep_points"]["point_id"].astype(str).tolist())
         title = f"hpcjobs sweep report: {sweep_id}" if sweep_id else "hpcjobs accounting report"
         report.written.append(write_page(request.html_file, df, section=request.section, gpu=gpu, title=title,
                                          subtitle=request.subtitle(), tables=tables, log_folder=log_folder,
-                                         notes=notes, what="--html"))
+                                         metrics=metrics, notes=notes, what="--html"))
     return report
 
 

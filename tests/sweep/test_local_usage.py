@@ -112,3 +112,29 @@ def test_the_sweep_page_links_each_points_logs_and_draws_its_points(measured: Pa
         point = row[0]
         assert links[-2:] == [(folder / "points" / point / "stdout.log").resolve().as_uri(),
                               (folder / "points" / point / "stderr.log").resolve().as_uri()]
+
+
+def test_the_sweep_page_puts_the_result_metrics_beside_the_parameters(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from hpcjobs.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    exp = tmp_path / "fit.yaml"
+    exp.write_text("name: fit\nresults: {file: metrics.json}\nsweep:\n  grid: {lr: [0.1, 0.5]}\n"
+                   "command: |\n  printf '{\"loss\": %s, \"note\": \"x\"}' \"$lr\" > \"$HPCJOBS_RUN_DIR/metrics.json\"\n")
+    root = tmp_path / "sweeps"
+    run_sweep(exp, site="local", root=root)
+    monkeypatch.setenv("HPCJOBS_SWEEP_ROOT", str(root))
+    page = tmp_path / "fit.html"
+    result = CliRunner().invoke(main, ["report", "--sweep", "fit", "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(page.read_text().split('id="hpcjobs-data">', 1)[1].split("</script>", 1)[0])
+    failures = next(s for s in data["sections"] if s["key"] == "failures")
+    parallel = next(c for c in failures["charts"] if c["name"] == "sweep_parallel")
+    assert [a["name"] for a in parallel["axes"]][:2] == ["lr", "loss"]  # the text metric "note" is no axis
+    by_lr = {line["text"][0]: line["text"][1] for line in parallel["lines"]}
+    assert by_lr == {"0.1": "0.1", "0.5": "0.5"}
+    points = next(t for t in failures["tables"] if t["name"] == "sweep_points")
+    assert [c["name"] for c in points["columns"]][2:4] == ["lr", "loss"]

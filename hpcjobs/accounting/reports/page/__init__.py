@@ -35,8 +35,21 @@ def _asset(name: str) -> str:
     return files("hpcjobs.accounting.reports.page").joinpath(name).read_text(encoding="utf-8")
 
 
+def with_metrics(points: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
+    """A sweep's points table with its points' result metrics (numeric columns) after the parameters."""
+    keep = [c for c in metrics.columns if c != "point_id" and c not in points.columns
+            and pd.api.types.is_numeric_dtype(metrics[c]) and not pd.api.types.is_bool_dtype(metrics[c])]
+    if not keep:
+        return points
+    merged = points.merge(metrics[["point_id", *keep]], on="point_id", how="left")
+    at = list(points.columns).index("attempts") if "attempts" in points.columns else len(points.columns)
+    order = [*points.columns[:at], *keep, *points.columns[at:]]
+    return merged[order]
+
+
 def page_data(df: pd.DataFrame, tables: Mapping[str, pd.DataFrame], *, section: str = "all",
-              gpu: pd.DataFrame | None = None, log_folder: Path | None = None) -> dict[str, Any]:
+              gpu: pd.DataFrame | None = None, log_folder: Path | None = None,
+              metrics: pd.DataFrame | None = None) -> dict[str, Any]:
     """What the page shows, JSON-ready: its sections, each with charts and tables.
 
     Args:
@@ -45,11 +58,15 @@ def page_data(df: pd.DataFrame, tables: Mapping[str, pd.DataFrame], *, section: 
         section: ``efficiency``, ``wait``, ``failures`` or ``all``: which charts to make.
         gpu: Optional per-job GPU summary.
         log_folder: A sweep folder on this machine: the points table links each point's logs.
+        metrics: The sweep's result metrics, one row per ``point_id`` (:func:`hpcjobs.sweep.results.results_frame`):
+            shown in the points table and on the parallel axes, after the parameters.
     """
     from hpcjobs.accounting.reports import tables as tbl
     from hpcjobs.accounting.reports.plots import STATE_COLOURS
     from hpcjobs.accounting.reports.rows import job_rows
 
+    if metrics is not None and "sweep_points" in tables:
+        tables = {**tables, "sweep_points": with_metrics(tables["sweep_points"], metrics)}
     by_section: dict[str, dict[str, list[Any]]] = {k: {"charts": [], "tables": [], "notes": []} for k in SECTIONS}
     jobs = job_rows(df)
     if section in ("efficiency", "all"):
@@ -113,7 +130,8 @@ def render_page(title: str, data: Mapping[str, Any], *, summary: Mapping[str, st
 def write_page(path: str | os.PathLike[str], df: pd.DataFrame, *, section: str = "all",
                gpu: pd.DataFrame | None = None, title: str = "hpcjobs accounting report", subtitle: str = "",
                tables: Mapping[str, pd.DataFrame] | None = None, log_folder: Path | None = None,
-               notes: list[str] | None = None, what: str = "HTML file") -> Path:
+               metrics: pd.DataFrame | None = None, notes: list[str] | None = None,
+               what: str = "HTML file") -> Path:
     """Compute the page of ``section`` and write it (atomically, mode 0644).
 
     Args:
@@ -125,6 +143,7 @@ def write_page(path: str | os.PathLike[str], df: pd.DataFrame, *, section: str =
         subtitle: Line under the title.
         tables: Tables already computed (default: :func:`~hpcjobs.accounting.reports.tables.report_tables`).
         log_folder: A sweep folder on this machine, whose points' logs the points table links.
+        metrics: The sweep's result metrics by ``point_id`` (see :func:`page_data`).
         notes: Warnings shown under the headline numbers.
         what: Where the path was named (``--html``), for the messages.
 
@@ -138,9 +157,9 @@ def write_page(path: str | os.PathLike[str], df: pd.DataFrame, *, section: str =
 
     if tables is None:
         tables = report_tables(df, section, gpu=gpu)
-    data = page_data(df, tables, section=section, gpu=gpu, log_folder=log_folder)
+    data = page_data(df, tables, section=section, gpu=gpu, log_folder=log_folder, metrics=metrics)
     text = render_page(title, data, summary=summary_numbers(df), subtitle=subtitle, notes=notes)
     return write_user_file(path, text, what=what, mode=0o644)
 
 
-__all__ = ["page_data", "render_page", "write_page"]
+__all__ = ["page_data", "render_page", "with_metrics", "write_page"]

@@ -46,12 +46,13 @@ def _axis(name: str, values: pd.Series) -> tuple[dict[str, Any], list[float | No
 
 
 def sweep_parallel(points: pd.DataFrame) -> dict[str, Any] | None:
-    """Parallel coordinates of a sweep report's points table (``sweep_points``)."""
+    """Parallel coordinates of a sweep report's points table (``sweep_points``): its columns between
+    ``index`` and ``attempts`` (parameters, and the result metrics when the page has them), then the fate."""
     if points.empty or "state" not in points:
         return None
     start = list(points.columns).index("index") + 1 if "index" in points.columns else 0
     stop = list(points.columns).index("attempts") if "attempts" in points.columns else len(points.columns)
-    params = list(points.columns[start:stop])
+    params = list(points.columns[start:stop])  # the parameters, then the result metrics (page.with_metrics)
     shown = points.head(MAX_LINES)
     axes, positions, texts = [], [], []
     for col in [*params, *[c for c in FATE_AXES if c in shown]]:
