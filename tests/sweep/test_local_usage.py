@@ -123,7 +123,8 @@ def test_the_sweep_page_puts_the_result_metrics_beside_the_parameters(tmp_path: 
     monkeypatch.chdir(tmp_path)
     exp = tmp_path / "fit.yaml"
     exp.write_text("name: fit\nresults: {file: metrics.json}\nsweep:\n  grid: {lr: [0.1, 0.5]}\n"
-                   "command: |\n  printf '{\"loss\": %s, \"note\": \"x\"}' \"$lr\" > \"$HPCJOBS_RUN_DIR/metrics.json\"\n")
+                   "command: |\n  printf '{\"loss\": %s, \"note\": \"x\"}' \"$lr\""
+                   " > \"$HPCJOBS_RUN_DIR/metrics.json\"\n")
     root = tmp_path / "sweeps"
     run_sweep(exp, site="local", root=root)
     monkeypatch.setenv("HPCJOBS_SWEEP_ROOT", str(root))
